@@ -71,7 +71,11 @@ def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        hint = "the file looks truncated; rerun the step that wrote it" if err.pos >= len(text.rstrip()) else "fix the JSON syntax"
+        hint = (
+            "the file looks truncated; rerun the step that wrote it"
+            if err.pos >= len(text.rstrip())
+            else "fix the JSON syntax"
+        )
         raise InputError(path, f"{err.lineno}:{err.colno}", f"invalid JSON: {err.msg}", hint) from None
 
 

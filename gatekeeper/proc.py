@@ -3,6 +3,7 @@ process group, SIGTERM then SIGKILL to the whole group on timeout."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ProcResult", "run", "describe_returncode"]
+__all__ = ["ProcResult", "describe_returncode", "run"]
 
 _GRACE_S = 5.0
 
@@ -87,10 +88,8 @@ def run(
 def kill_group(child: subprocess.Popen) -> tuple[str, str]:
     """SIGTERM the child's process group, SIGKILL after a grace period; return its output."""
     for sig, wait in ((signal.SIGTERM, _GRACE_S), (signal.SIGKILL, _GRACE_S)):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            pass
         try:
             out, err = child.communicate(timeout=wait)
             _reap_group(child.pid)
@@ -102,7 +101,5 @@ def kill_group(child: subprocess.Popen) -> tuple[str, str]:
 
 def _reap_group(pgid: int) -> None:
     # Grandchildren that outlived the child still belong to its group.
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

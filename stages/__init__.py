@@ -1,0 +1,20 @@
+"""The stage scripts. STAGES is the explicit registry, in pipeline order.
+
+Importing this package imports no stage (and no torch): ``load_stage`` does.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = ["STAGES", "load_stage"]
+
+# name -> module, in the order the pipeline runs them
+STAGES: dict[str, str] = {
+    "verify_hip": "stages.verify_hip",
+}
+
+
+def load_stage(name: str) -> ModuleType:
+    return importlib.import_module(STAGES[name])

@@ -1,0 +1,359 @@
+"""The stage framework: options, the check recorder, the stage log, and ``stage_main``.
+
+A stage module defines ``NAME``, ``DESCRIPTION``, a frozen ``Options``
+dataclass, ``add_arguments(parser)`` (one argument per Options field) and
+``run(ctx)``. ``stage_main(module, argv)`` does the rest: common options,
+device detection, the log, timing, and writing the artifacts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import os
+import select
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+from gatekeeper.artifacts import Check, Environment, Metric, StageReport, utc_now, write_stage
+from gatekeeper.errors import InputError
+from gatekeeper.exitcodes import ExitCode
+from stages.isolate import Outcome
+from stages.progress import section
+
+__all__ = [
+    "CommonOptions",
+    "Recorder",
+    "SkipCheck",
+    "StageContext",
+    "StageModule",
+    "add_common_arguments",
+    "stage_main",
+]
+
+
+class SkipCheck(Exception):
+    """Raised inside a check: it could not run here (the message says why)."""
+
+
+class StageModule(Protocol):
+    NAME: str
+    DESCRIPTION: str
+    Options: type
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, ctx: StageContext) -> None: ...
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    device: str = "auto"
+    out: Path = Path("artifacts")
+    channel: str | None = None
+    model: str | None = None
+    batch_size: int = 8
+    input_shape: str | None = None
+    seed: int = 0
+    check_timeout: float = 300.0
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("common stage options")
+    g.add_argument(
+        "--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: the GPU when torch sees one"
+    )
+    g.add_argument("--out", type=Path, default=Path("artifacts"), help="artifacts directory (default: artifacts)")
+    g.add_argument("--channel", choices=["stable", "nightly"], help="default: $GATEKEEPER_CHANNEL, else from torch")
+    g.add_argument("--model", help="module:factory returning an nn.Module (default: the built-in demo model)")
+    g.add_argument("--batch-size", type=int, default=8)
+    g.add_argument("--input-shape", help="per-sample input shape, e.g. 3,224,224 (default: the model's example_input)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--check-timeout", type=float, default=300.0, help="seconds before an isolated check is killed")
+
+
+@dataclass
+class _Handle:
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Recorder:
+    """Collects checks and metrics while a stage runs."""
+
+    def __init__(self, stage: str, stream: Any = None) -> None:
+        self.stage = stage
+        self.checks: list[Check] = []
+        self.metrics: dict[str, Metric] = {}
+        self.summary: dict[str, Any] = {}
+        self._group = ""
+        self._names: set[str] = set()
+        self._stream = stream
+
+    @property
+    def stream(self) -> Any:
+        return self._stream or sys.stdout
+
+    def log(self, text: str) -> None:
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def record(
+        self,
+        name: str,
+        status: str,
+        message: str = "",
+        *,
+        duration_s: float = 0.0,
+        group: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> Check:
+        unique = name
+        n = 2
+        while unique in self._names:  # JUnit needs each case once
+            unique = f"{name}#{n}"
+            n += 1
+        self._names.add(unique)
+        check = Check(unique, status, message, max(duration_s, 0.0), group or self._group, dict(details or {}))  # type: ignore[arg-type]
+        self.checks.append(check)
+        mark = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}[status]
+        first = message.strip().splitlines()[0] if message.strip() else ""
+        self.log(f"  [{mark}] {unique}" + (f": {first}" if first and status != "passed" else ""))
+        return check
+
+    def skip(self, name: str, reason: str, *, group: str | None = None) -> Check:
+        return self.record(name, "skipped", reason, group=group)
+
+    @contextlib.contextmanager
+    def check(self, name: str, *, group: str | None = None) -> Iterator[_Handle]:
+        """Time a block: it passes unless it raises (AssertionError: failed; SkipCheck: skipped; else error)."""
+        handle = _Handle()
+        start = time.monotonic()
+        try:
+            yield handle
+        except SkipCheck as err:
+            self.record(
+                name, "skipped", str(err), duration_s=time.monotonic() - start, group=group, details=handle.details
+            )
+        except AssertionError as err:
+            msg = str(err) or "assertion failed"
+            self.record(name, "failed", msg, duration_s=time.monotonic() - start, group=group, details=handle.details)
+        except Exception as err:
+            msg = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=6)}"
+            self.record(name, "error", msg, duration_s=time.monotonic() - start, group=group, details=handle.details)
+        else:
+            self.record(
+                name, "passed", handle.message, duration_s=time.monotonic() - start, group=group, details=handle.details
+            )
+
+    def outcome(self, name: str, outcome: Outcome, *, group: str | None = None) -> Check:
+        """Record an isolated call. Its value may be a message string or {"message", "details"}."""
+        if outcome.kind == "ok":
+            value = outcome.value
+            msg = value.get("message", "") if isinstance(value, dict) else (value if isinstance(value, str) else "")
+            details = value.get("details") if isinstance(value, dict) else None
+            return self.record(name, "passed", msg, duration_s=outcome.duration_s, group=group, details=details)
+        if outcome.kind == "raised":
+            status = {"AssertionError": "failed", "SkipCheck": "skipped"}.get(outcome.error_type, "error")
+            msg = outcome.message
+            if status != "error":  # the traceback adds nothing to an assertion's own message
+                msg = msg.split("\nTraceback", 1)[0].split(": ", 1)[-1]
+            return self.record(name, status, msg, duration_s=outcome.duration_s, group=group)
+        # crashed (segfault, abort) or timed out: a failed check, and the stage goes on
+        return self.record(name, "failed", outcome.message, duration_s=outcome.duration_s, group=group)
+
+    def metric(
+        self,
+        name: str,
+        value: float | None,
+        unit: str,
+        better: str = "none",
+        *,
+        samples: list[float] | list[list[float]] | None = None,
+        description: str = "",
+    ) -> None:
+        self.metrics[name] = Metric.of(value, unit, better, samples, description)  # type: ignore[arg-type]
+
+    @contextlib.contextmanager
+    def group(self, name: str, header: str | None = None) -> Iterator[None]:
+        previous = self._group
+        self._group = name
+        try:
+            with section(f"{self.stage}_{name}", header or f"{self.stage}: {name}", stream=self.stream):
+                yield
+        finally:
+            self._group = previous
+
+    def status(self) -> str:
+        statuses = {c.status for c in self.checks}
+        if statuses & {"failed", "error"}:
+            return "failed"
+        if not statuses or statuses == {"skipped"}:
+            return "skipped"
+        return "passed"
+
+
+@dataclass
+class StageContext:
+    name: str
+    common: CommonOptions
+    options: Any  # the stage module's frozen Options
+    device: Any  # stages.device.DeviceInfo
+    environment: Environment
+    rec: Recorder
+    config: dict[str, Any] = field(default_factory=dict)
+    _model: Any = None
+
+    @property
+    def out_dir(self) -> Path:
+        return self.common.out
+
+    def log(self, text: str) -> None:
+        self.rec.log(text)
+
+    def model(self) -> Any:
+        """The model under test (``stages.models.LoadedModel``), loaded once."""
+        if self._model is None:
+            from stages.models import load_model
+
+            self._model = load_model(self.common.model, seed=self.common.seed)
+        return self._model
+
+
+@contextlib.contextmanager
+def tee_output(log_path: Path) -> Iterator[None]:
+    """Copy everything written to fd 1 and 2 (children included) to ``log_path`` as well."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    read_fd, write_fd = os.pipe()
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below after the copier thread ends
+
+    stop = threading.Event()
+
+    def copy() -> None:
+        # Not "read until EOF": helper processes (multiprocessing's resource
+        # tracker) inherit the pipe and may hold it open after the stage ends.
+        while True:
+            ready, _, _ = select.select([read_fd], [], [], 0.1)
+            if not ready:
+                if stop.is_set():
+                    break
+                continue
+            chunk = os.read(read_fd, 65536)
+            if not chunk:
+                break
+            os.write(saved_out, chunk)
+            log.write(chunk)
+        log.flush()
+
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    os.dup2(write_fd, 1)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    old_stdout, old_stderr = sys.stdout, sys.stderr
+    sys.stdout = io.TextIOWrapper(os.fdopen(os.dup(1), "wb", buffering=0), encoding="utf-8", line_buffering=True)
+    sys.stderr = sys.stdout
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout.close()
+        sys.stdout, sys.stderr = old_stdout, old_stderr
+        os.dup2(saved_out, 1)
+        os.dup2(saved_err, 2)
+        stop.set()
+        thread.join(timeout=30)
+        os.close(read_fd)
+        os.close(saved_out)
+        os.close(saved_err)
+        log.close()
+
+
+def _options_from(cls: type, args: argparse.Namespace) -> Any:
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def build_parser(module: ModuleType) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"gatekeeper stage {module.NAME}", description=module.DESCRIPTION)
+    add_common_arguments(parser)
+    module.add_arguments(parser)
+    return parser
+
+
+def stage_main(module: ModuleType, argv: list[str] | None = None) -> int:
+    """Parse options, run the stage, write its artifacts. Exit 0 passed or skipped, 1 failed, 2 bad input."""
+    args = build_parser(module).parse_args(argv)
+    try:
+        common = _options_from(CommonOptions, args)
+        options = _options_from(module.Options, args)
+        return _run_stage(module, common, options)
+    except InputError as err:
+        print(f"gatekeeper: {err.line()}", file=sys.stderr)
+        return ExitCode.INPUT_ERROR
+
+
+def _run_stage(module: ModuleType, common: CommonOptions, options: Any) -> int:
+    from stages import device as devmod
+
+    out = Path(common.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started_at, start = utc_now(), time.monotonic()
+    with tee_output(out / f"{module.NAME}.log"):
+        info = devmod.detect(common.device)
+        env = devmod.environment(info, common.channel)
+        rec = Recorder(module.NAME)
+        rec.log(f"gatekeeper stage {module.NAME}: device {info.torch_device} ({info.name or info.no_gpu_reason()})")
+        config = {
+            "model": common.model or "stages.models:demo_model",
+            "batch_size": common.batch_size,
+            "input_shape": common.input_shape,
+            "seed": common.seed,
+            **{k: _jsonable(v) for k, v in dataclasses.asdict(options).items()},
+        }
+        ctx = StageContext(module.NAME, common, options, info, env, rec, config)
+        status = None
+        try:
+            module.run(ctx)
+        except InputError:
+            raise
+        except Exception as err:
+            rec.record("stage", "error", f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=10)}")
+            status = "error"
+        report = StageReport(
+            stage=module.NAME,
+            status=status or rec.status(),  # type: ignore[arg-type]
+            started_at=started_at,
+            duration_s=time.monotonic() - start,
+            environment=env,
+            metrics=rec.metrics,
+            checks=tuple(rec.checks),
+            config=ctx.config,
+            summary=rec.summary,
+        )
+        path = write_stage(report, out)
+        c = report.counts()
+        rec.log(
+            f"{module.NAME}: {report.status} ({c['passed']} passed, {c['failed']} failed, {c['error']} errors, "
+            f"{c['skipped']} skipped) in {report.duration_s:.1f} s -> {path}"
+        )
+    return ExitCode.BLOCKED if report.status in ("failed", "error") else ExitCode.PASS
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Path):
+        return str(v)
+    if isinstance(v, tuple):
+        return list(v)
+    return v

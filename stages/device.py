@@ -1,0 +1,143 @@
+"""Which device a stage runs on, and the environment fingerprint every artifact carries.
+
+On ROCm, torch calls the GPU ``cuda``; ``torch.version.hip`` tells the two apart.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from gatekeeper.artifacts import Environment
+from gatekeeper.errors import InputError
+
+__all__ = ["DeviceInfo", "detect", "environment", "read_rocm_version", "resolve_channel"]
+
+Kind = Literal["cpu", "rocm", "cuda"]
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    kind: Kind
+    torch_device: str  # "cpu" or "cuda:0" (ROCm GPUs are "cuda" in torch)
+    name: str | None = None
+    count: int = 0
+    gfx_arch: str | None = None
+    compute_capability: str | None = None
+    total_memory_bytes: int | None = None
+    why_cpu: str = ""  # when a GPU was wanted or possible but is not used
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind != "cpu"
+
+    def no_gpu_reason(self) -> str:
+        return self.why_cpu or "running on CPU"
+
+
+def detect(requested: str = "auto") -> DeviceInfo:
+    import torch
+
+    if requested not in ("auto", "cpu", "cuda", "rocm"):
+        raise InputError(None, "--device", f"unknown device {requested!r}", "use auto, cpu or cuda")
+    kind: Kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+    available = torch.cuda.is_available()
+    if requested == "cpu":
+        return DeviceInfo("cpu", "cpu", why_cpu="--device cpu was requested")
+    if not available:
+        build = "HIP" if kind == "rocm" else ("CUDA" if torch.version.cuda else "CPU-only")
+        why = f"torch sees no GPU (torch {torch.__version__}, {build} build)"
+        if requested in ("cuda", "rocm"):
+            raise InputError(
+                None, "--device", f"--device {requested} was requested but {why}", "use --device auto or cpu"
+            )
+        return DeviceInfo("cpu", "cpu", why_cpu=why)
+    props = torch.cuda.get_device_properties(0)
+    gfx = getattr(props, "gcnArchName", None) if kind == "rocm" else None
+    cc = None if kind == "rocm" else f"{props.major}.{props.minor}"
+    return DeviceInfo(
+        kind=kind,
+        torch_device="cuda:0",
+        name=props.name,
+        count=torch.cuda.device_count(),
+        gfx_arch=gfx,
+        compute_capability=cc,
+        total_memory_bytes=int(props.total_memory),
+    )
+
+
+def read_rocm_version(environ: dict[str, str] | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    roots = [env.get("ROCM_PATH"), env.get("ROCM_HOME"), "/opt/rocm"]
+    for root in filter(None, roots):
+        path = Path(root) / ".info" / "version"
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+        if text:
+            return text.splitlines()[0].strip()
+    return None
+
+
+def resolve_channel(explicit: str | None = None, torch_version: str | None = None) -> Literal["stable", "nightly"]:
+    """--channel, else $GATEKEEPER_CHANNEL, else nightly when torch is a .dev build."""
+    value = explicit or os.environ.get("GATEKEEPER_CHANNEL")
+    if value:
+        if value not in ("stable", "nightly"):
+            raise InputError(None, "--channel", f"unknown channel {value!r}", "use stable or nightly")
+        return value  # type: ignore[return-value]
+    return "nightly" if torch_version and ".dev" in torch_version else "stable"
+
+
+def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
+    import torch
+
+    driver = None
+    if info.kind == "cuda":
+        try:
+            driver = str(torch.cuda.driver_version()) if hasattr(torch.cuda, "driver_version") else None
+        except Exception:
+            driver = None
+    extra: dict[str, str | float | bool | None] = {
+        "torch_device": info.torch_device,
+        "num_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+    }
+    if info.why_cpu:
+        extra["why_cpu"] = info.why_cpu
+    miopen = _miopen_version(torch) if info.kind == "rocm" else None
+    if miopen:
+        extra["miopen_version"] = miopen
+    return Environment(
+        torch_version=torch.__version__,
+        torch_git_hash=getattr(torch.version, "git_version", None),
+        hip_version=getattr(torch.version, "hip", None),
+        cuda_version=getattr(torch.version, "cuda", None),
+        rocm_version=read_rocm_version(),
+        device_kind=info.kind,
+        device_name=info.name or platform.processor() or platform.machine(),
+        device_count=info.count,
+        gfx_arch=info.gfx_arch,
+        compute_capability=info.compute_capability,
+        driver=driver,
+        python=sys.version.split()[0],
+        host=socket.gethostname(),
+        channel=resolve_channel(channel, torch.__version__),
+        extra=extra,
+    )
+
+
+def _miopen_version(torch_mod: object) -> str | None:
+    try:
+        from torch.backends import cudnn  # MIOpen sits behind the cudnn API on ROCm
+
+        v = cudnn.version()
+        return str(v) if v else None
+    except Exception:
+        return None
