@@ -5,11 +5,17 @@ GitLab's cache: can keep it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import platform
+import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["CACHE_VARIABLES", "cache_env", "cache_root"]
+__all__ = ["CACHE_VARIABLES", "cache_env", "cache_fingerprint", "cache_key", "cache_root", "export_lines"]
 
 DEFAULT_ROOT = ".gatekeeper-cache"
 
@@ -35,3 +41,69 @@ def cache_env(root: str | Path | None = None, environ: Mapping[str, str] | None 
     env = os.environ if environ is None else environ
     base = Path(root).resolve() if root is not None else cache_root(env)
     return {var: env.get(var) or str(base / sub) for var, sub in CACHE_VARIABLES.items()}
+
+
+def export_lines(variables: Mapping[str, str]) -> str:
+    """``export VAR='value'`` lines for ``eval "$(gatekeeper cache env)"`` in a CI job."""
+    return "".join(f"export {var}={shlex.quote(value)}\n" for var, value in variables.items())
+
+
+# ---------------------------------------------------------------- cache key
+
+
+def _miopen_version(rocm_path: Path) -> str | None:
+    """MIOpen's version from its installed header (no GPU and no library load needed)."""
+    header = rocm_path / "include" / "miopen" / "version.h"
+    try:
+        text = header.read_text(errors="replace")
+    except OSError:
+        return None
+    parts = [re.search(rf"#define\s+MIOPEN_VERSION_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts if m) or None
+
+
+def _gpu_archs(environ: Mapping[str, str], torch_archs: list[str]) -> list[str]:
+    # An explicit arch list wins (what the runner's GPUs are); otherwise the
+    # archs the torch build was compiled for, which needs no GPU to read.
+    for var in ("GATEKEEPER_GPU_ARCH", "PYTORCH_ROCM_ARCH", "TORCH_CUDA_ARCH_LIST"):
+        if environ.get(var):
+            return sorted(set(re.split(r"[;,\s]+", environ[var].strip())) - {""})
+    return sorted(set(torch_archs))
+
+
+def cache_fingerprint(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What compiled kernels depend on: Python, torch (version and git hash), HIP/CUDA, GPU archs, MIOpen."""
+    env = os.environ if environ is None else environ
+    import torch
+
+    hip = getattr(torch.version, "hip", None)
+    cuda = getattr(torch.version, "cuda", None)
+    try:
+        torch_archs = list(torch.cuda.get_arch_list()) if (hip or cuda) else []
+    except (RuntimeError, AssertionError):
+        torch_archs = []
+    rocm_path = Path(env.get("ROCM_PATH") or "/opt/rocm")
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "hip": hip,
+        "cuda": cuda,
+        "gpu_archs": _gpu_archs(env, torch_archs),
+        "miopen": _miopen_version(rocm_path) if hip else None,
+        "machine": platform.machine(),
+    }
+
+
+def cache_key(fingerprint: Mapping[str, Any]) -> str:
+    """A readable, filesystem-safe key: py3.11-torch2.13.0+cpu-<git>-cpu-<archs>-<hash of all fields>."""
+    runtime = (
+        f"hip{fingerprint['hip']}"
+        if fingerprint.get("hip")
+        else (f"cuda{fingerprint['cuda']}" if fingerprint.get("cuda") else "cpu")
+    )
+    git = (fingerprint.get("torch_git") or "nogit")[:8]
+    archs = "_".join(fingerprint.get("gpu_archs") or []) or "noarch"
+    digest = hashlib.sha256(json.dumps(dict(fingerprint), sort_keys=True).encode()).hexdigest()[:12]
+    raw = f"py{fingerprint['python']}-torch{fingerprint['torch']}-{git}-{runtime}-{archs}-{digest}"
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)

@@ -1,0 +1,144 @@
+"""``gatekeeper breaker``: check, record, reset, status. Each prints one clear line and returns an exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from gatekeeper.artifacts import read_stage
+from gatekeeper.breaker import (
+    BreakerConfig,
+    check,
+    parse_duration,
+    record,
+    reset,
+    state_dir,
+    static_policy,
+    status,
+)
+from gatekeeper.errors import InputError
+from gatekeeper.exitcodes import ExitCode
+
+__all__ = ["check_command", "diagnosis_from_artifacts", "record_command", "reset_command", "status_command"]
+
+
+def _config(failures: int, cooldown: str) -> BreakerConfig:
+    return BreakerConfig(failures=failures, cooldown_s=parse_duration(cooldown))
+
+
+def check_command(
+    *,
+    channel: str,
+    job: str,
+    failures: int,
+    cooldown: str,
+    policy_only: bool = False,
+    protected_branch: str | None = None,
+    state: str | None = None,
+    environ: Mapping[str, str],
+    out: TextIO = sys.stdout,
+) -> int:
+    policy = static_policy(environ, channel, protected_branch)
+    if not policy.allowed:
+        print(f"gatekeeper: breaker: {policy.message}", file=sys.stderr)
+        return ExitCode.BLOCKED
+    out.write(f"gatekeeper: breaker: {policy.message}\n")
+    if policy_only:
+        return ExitCode.PASS
+    decision = check(state_dir(state, environ), channel, job, _config(failures, cooldown))
+    if not decision.allowed:
+        print(f"gatekeeper: breaker: {decision.message}", file=sys.stderr)
+        return ExitCode.BREAKER_OPEN
+    out.write(f"gatekeeper: breaker: {decision.message}\n")
+    return ExitCode.PASS
+
+
+def diagnosis_from_artifacts(artifacts: Path, job: str) -> str | None:
+    """The failed checks of the job's stage report, as one short line."""
+    path = artifacts / f"{job}.json"
+    if not path.is_file():
+        return f"{job} wrote no report (crashed or timed out before writing {path.name})"
+    try:
+        report = read_stage(path)
+    except InputError as err:
+        return f"unreadable stage report: {err.line()}"
+    bad = [c for c in report.checks if c.status in ("failed", "error")]
+    if not bad:
+        return None
+    first = "; ".join(f"{c.name}: {c.message}" for c in bad[:2])
+    more = f" (+{len(bad) - 2} more)" if len(bad) > 2 else ""
+    return (first + more)[:300]
+
+
+def record_command(
+    *,
+    channel: str,
+    job: str,
+    failures: int,
+    cooldown: str,
+    result: str | None = None,
+    exit_code: int | None = None,
+    diagnosis: str | None = None,
+    artifacts: str | None = None,
+    job_url: str | None = None,
+    state: str | None = None,
+    environ: Mapping[str, str],
+    out: TextIO = sys.stdout,
+) -> int:
+    if (result is None) == (exit_code is None):
+        raise InputError(None, "breaker record", "give exactly one of --result and --exit-code", "--result pass|fail")
+    # A stage that passed with warnings (3) passed; anything else that is not 0 is a failure.
+    passed = result == "pass" if result is not None else exit_code in (ExitCode.PASS, ExitCode.WARN)
+    if not passed and diagnosis is None and artifacts:
+        diagnosis = diagnosis_from_artifacts(Path(artifacts), job)
+    if not passed and diagnosis is None and exit_code is not None:
+        diagnosis = f"{job} exited {exit_code}"
+    st = record(
+        state_dir(state, environ),
+        channel,
+        job,
+        _config(failures, cooldown),
+        passed=passed,
+        diagnosis=diagnosis,
+        job_url=job_url or None,
+    )
+    out.write(
+        f"gatekeeper: breaker: {channel}/{job} recorded {'pass' if passed else 'fail'}: now {st.state}"
+        f" ({st.consecutive_failures} consecutive failure(s))\n"
+    )
+    return ExitCode.PASS
+
+
+def reset_command(
+    *,
+    channel: str,
+    job: str,
+    by: str,
+    reason: str,
+    state: str | None = None,
+    environ: Mapping[str, str],
+    out: TextIO = sys.stdout,
+) -> int:
+    st = reset(state_dir(state, environ), channel, job, by=by, reason=reason)
+    out.write(f"gatekeeper: breaker: {channel}/{job} reset to {st.state} by {by}: {reason}\n")
+    return ExitCode.PASS
+
+
+def status_command(
+    *, as_json: bool = False, state: str | None = None, environ: Mapping[str, str], out: TextIO = sys.stdout
+) -> int:
+    directory = state_dir(state, environ)
+    states = status(directory)
+    if as_json:
+        out.write(json.dumps([s.to_dict() for s in states], indent=2) + "\n")
+        return ExitCode.PASS
+    if not states:
+        out.write(f"no breaker state in {directory} (every breaker closed)\n")
+    for s in states:
+        since = f" since {s.opened_at}" if s.opened_at else ""
+        diag = f"; last diagnosis: {s.last_diagnosis}" if s.last_diagnosis else ""
+        out.write(f"{s.channel}/{s.job}: {s.state}{since}, {s.consecutive_failures} consecutive failure(s){diag}\n")
+    return ExitCode.PASS
