@@ -71,7 +71,9 @@ def static_policy(environ: Mapping[str, str], channel: str, protected_branch: st
     """What the pipeline context allows for ``channel``, from GitLab's predefined variables."""
     tag = environ.get("CI_COMMIT_TAG", "")
     source = environ.get("CI_PIPELINE_SOURCE", "")
-    protected = protected_branch or environ.get("CI_DEFAULT_BRANCH") or "main"
+    protected = (
+        protected_branch or environ.get("GATEKEEPER_PROTECTED_BRANCH") or environ.get("CI_DEFAULT_BRANCH") or "main"
+    )
     if channel == "nightly" and tag:
         return PolicyDecision(
             False,
