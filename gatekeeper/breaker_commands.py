@@ -25,6 +25,11 @@ from gatekeeper.exitcodes import ExitCode
 __all__ = ["check_command", "diagnosis_from_artifacts", "record_command", "reset_command", "status_command"]
 
 
+def _stdout(out: TextIO | None) -> TextIO:
+    # Resolved at call time, not bound as a default, so a redirected sys.stdout is honoured.
+    return out if out is not None else sys.stdout
+
+
 def _config(failures: int, cooldown: str) -> BreakerConfig:
     return BreakerConfig(failures=failures, cooldown_s=parse_duration(cooldown))
 
@@ -39,20 +44,20 @@ def check_command(
     protected_branch: str | None = None,
     state: str | None = None,
     environ: Mapping[str, str],
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     policy = static_policy(environ, channel, protected_branch)
     if not policy.allowed:
         print(f"gatekeeper: breaker: {policy.message}", file=sys.stderr)
         return ExitCode.BLOCKED
-    out.write(f"gatekeeper: breaker: {policy.message}\n")
+    _stdout(out).write(f"gatekeeper: breaker: {policy.message}\n")
     if policy_only:
         return ExitCode.PASS
     decision = check(state_dir(state, environ), channel, job, _config(failures, cooldown))
     if not decision.allowed:
         print(f"gatekeeper: breaker: {decision.message}", file=sys.stderr)
         return ExitCode.BREAKER_OPEN
-    out.write(f"gatekeeper: breaker: {decision.message}\n")
+    _stdout(out).write(f"gatekeeper: breaker: {decision.message}\n")
     return ExitCode.PASS
 
 
@@ -86,7 +91,7 @@ def record_command(
     job_url: str | None = None,
     state: str | None = None,
     environ: Mapping[str, str],
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     if (result is None) == (exit_code is None):
         raise InputError(None, "breaker record", "give exactly one of --result and --exit-code", "--result pass|fail")
@@ -105,7 +110,7 @@ def record_command(
         diagnosis=diagnosis,
         job_url=job_url or None,
     )
-    out.write(
+    _stdout(out).write(
         f"gatekeeper: breaker: {channel}/{job} recorded {'pass' if passed else 'fail'}: now {st.state}"
         f" ({st.consecutive_failures} consecutive failure(s))\n"
     )
@@ -120,25 +125,27 @@ def reset_command(
     reason: str,
     state: str | None = None,
     environ: Mapping[str, str],
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     st = reset(state_dir(state, environ), channel, job, by=by, reason=reason)
-    out.write(f"gatekeeper: breaker: {channel}/{job} reset to {st.state} by {by}: {reason}\n")
+    _stdout(out).write(f"gatekeeper: breaker: {channel}/{job} reset to {st.state} by {by}: {reason}\n")
     return ExitCode.PASS
 
 
 def status_command(
-    *, as_json: bool = False, state: str | None = None, environ: Mapping[str, str], out: TextIO = sys.stdout
+    *, as_json: bool = False, state: str | None = None, environ: Mapping[str, str], out: TextIO | None = None
 ) -> int:
     directory = state_dir(state, environ)
     states = status(directory)
     if as_json:
-        out.write(json.dumps([s.to_dict() for s in states], indent=2) + "\n")
+        _stdout(out).write(json.dumps([s.to_dict() for s in states], indent=2) + "\n")
         return ExitCode.PASS
     if not states:
-        out.write(f"no breaker state in {directory} (every breaker closed)\n")
+        _stdout(out).write(f"no breaker state in {directory} (every breaker closed)\n")
     for s in states:
         since = f" since {s.opened_at}" if s.opened_at else ""
         diag = f"; last diagnosis: {s.last_diagnosis}" if s.last_diagnosis else ""
-        out.write(f"{s.channel}/{s.job}: {s.state}{since}, {s.consecutive_failures} consecutive failure(s){diag}\n")
+        _stdout(out).write(
+            f"{s.channel}/{s.job}: {s.state}{since}, {s.consecutive_failures} consecutive failure(s){diag}\n"
+        )
     return ExitCode.PASS

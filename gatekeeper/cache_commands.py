@@ -20,17 +20,22 @@ from gatekeeper.kernel_cache import cache_env, cache_fingerprint, cache_key, cac
 __all__ = ["env_command", "key_command", "prune_command", "stage_metrics", "stats_command"]
 
 
+def _stdout(out: TextIO | None) -> TextIO:
+    # Resolved at call time, not bound as a default, so a redirected sys.stdout is honoured.
+    return out if out is not None else sys.stdout
+
+
 def _root(root: str | None, environ: Mapping[str, str] | None) -> Path:
     return Path(root).resolve() if root else cache_root(environ)
 
 
-def key_command(*, as_json: bool = False, environ: Mapping[str, str] | None = None, out: TextIO = sys.stdout) -> int:
+def key_command(*, as_json: bool = False, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     fingerprint = cache_fingerprint(environ)
     key = cache_key(fingerprint)
     if as_json:
-        out.write(json.dumps({"key": key, "fingerprint": fingerprint}, indent=2) + "\n")
+        _stdout(out).write(json.dumps({"key": key, "fingerprint": fingerprint}, indent=2) + "\n")
     else:
-        out.write(key + "\n")
+        _stdout(out).write(key + "\n")
     return ExitCode.PASS
 
 
@@ -39,13 +44,13 @@ def env_command(
     root: str | None = None,
     as_json: bool = False,
     environ: Mapping[str, str] | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     base = _root(root, environ)
     variables = {"GATEKEEPER_CACHE_DIR": str(base), **cache_env(base, environ)}
     for value in variables.values():
         Path(value).mkdir(parents=True, exist_ok=True)  # MIOpen refuses a user db dir that does not exist
-    out.write(json.dumps(variables, indent=2) + "\n" if as_json else export_lines(variables))
+    _stdout(out).write(json.dumps(variables, indent=2) + "\n" if as_json else export_lines(variables))
     return ExitCode.PASS
 
 
@@ -92,7 +97,7 @@ def stats_command(
     out_file: str | None = None,
     into: str | None = None,
     environ: Mapping[str, str] | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     base = _root(root, environ)
     # Corruption is checked at every call: at the start so this job rebuilds
@@ -100,37 +105,37 @@ def stats_command(
     corrupt = [c.__dict__ for c in check_and_quarantine(base)]
     for c in corrupt:
         where = f"moved to {c['moved_to']}" if c["moved_to"] else "left in place"
-        out.write(f"gatekeeper: cache: corrupt entry {c['path']} ({c['problem']}); {where}\n")
+        _stdout(out).write(f"gatekeeper: cache: corrupt entry {c['path']} ({c['problem']}); {where}\n")
     if start:
         snap = begin(base)
-        out.write(f"gatekeeper: cache: {len(snap['files'])} entries at job start in {base}\n")
+        _stdout(out).write(f"gatekeeper: cache: {len(snap['files'])} entries at job start in {base}\n")
         return ExitCode.PASS
     stats = collect_stats(base, corrupt)
     if out_file:
         files.write_json(out_file, stats.to_dict())
     if as_json:
-        out.write(json.dumps(stats.to_dict(), indent=2) + "\n")
+        _stdout(out).write(json.dumps(stats.to_dict(), indent=2) + "\n")
     else:
-        out.write(f"kernel cache {base}: {_human(stats.total_bytes)} in {stats.total_files} files\n")
+        _stdout(out).write(f"kernel cache {base}: {_human(stats.total_bytes)} in {stats.total_files} files\n")
         for kind, v in stats.by_kind.items():
-            out.write(f"  {kind:<18} {_human(v['bytes']):>10} {v['files']:>7} files\n")
+            _stdout(out).write(f"  {kind:<18} {_human(v['bytes']):>10} {v['files']:>7} files\n")
         used = stats.used if stats.used is not None else f"unknown ({stats.used_unknown_reason})"
         created = stats.created if stats.created is not None else "unknown"
-        out.write(f"  this job: entries used {used}, created {created}; corrupt {len(corrupt)}\n")
+        _stdout(out).write(f"  this job: entries used {used}, created {created}; corrupt {len(corrupt)}\n")
     if into:
-        out.write(f"gatekeeper: cache: {_into_stage(Path(into), stats)}\n")
+        _stdout(out).write(f"gatekeeper: cache: {_into_stage(Path(into), stats)}\n")
     return ExitCode.PASS
 
 
 def prune_command(
-    *, root: str | None = None, max_size: str, environ: Mapping[str, str] | None = None, out: TextIO = sys.stdout
+    *, root: str | None = None, max_size: str, environ: Mapping[str, str] | None = None, out: TextIO | None = None
 ) -> int:
     base = _root(root, environ)
     limit = parse_size(max_size)
     if not base.is_dir():
         raise InputError(base, "", "kernel cache directory not found", "set GATEKEEPER_CACHE_DIR or pass --root")
     result = prune(base, limit)
-    out.write(
+    _stdout(out).write(
         f"gatekeeper: cache: pruned {result.removed_files} files ({_human(result.removed_bytes)}); "
         f"{_human(result.before_bytes)} -> {_human(result.after_bytes)} (limit {_human(limit)})\n"
     )
