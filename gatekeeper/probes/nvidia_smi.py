@@ -60,7 +60,7 @@ def _header(cells: list[str]) -> tuple[list[str], dict[str, str]] | None:
     names, units = [], {}
     for cell in cells:
         m = _HEADER.match(cell)
-        if not m or "." not in m.group(1) and "_" not in m.group(1) and m.group(1) not in ("name", "index", "uuid"):
+        if not m or ("." not in m.group(1) and "_" not in m.group(1) and m.group(1) not in ("name", "index", "uuid")):
             return None
         name = _ALIASES.get(m.group(1), m.group(1))
         names.append(name)

@@ -219,13 +219,13 @@ def _parse_json(text: str, b: _Builder, warnings: list[str]) -> tuple[bool, str 
     seen = False
     driver = lib = None
     for obj, fragment in _json_objects(text):
+        doc: dict[str, Any] = obj if obj is not None else {}
         if obj is None:
             warnings.append("JSON is truncated; read the complete key/value pairs before the cut")
-            obj = {}
             for m in re.finditer(r'"card(\d+)"\s*:\s*\{(.*?)(?=\}|"card\d+"\s*:|\Z)', fragment, re.S):
                 pairs = re.findall(r'"([^"]+)"\s*:\s*"([^"]*)"', m.group(2))
-                obj[f"card{m.group(1)}"] = dict(pairs)
-        for key, value in obj.items():
+                doc[f"card{m.group(1)}"] = dict(pairs)
+        for key, value in doc.items():
             if key == "system" and isinstance(value, dict):
                 driver = value.get("Driver version") or driver
                 lib = value.get("ROCM-SMI-LIB version") or value.get("ROCm-SMI-LIB version") or lib

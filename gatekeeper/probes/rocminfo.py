@@ -135,9 +135,14 @@ def parse(text: str) -> RocmInfo:
             current.isa.append(value)
         elif current.section == "Pool Info" and key == "Segment":
             current.pending_segment = value
-        elif current.section == "Pool Info" and key == "Size" and current.vram_kb is None:
-            if "GLOBAL" in current.pending_segment and "COARSE" in current.pending_segment:
-                current.vram_kb = _int_of(value)
+        elif (
+            current.section == "Pool Info"
+            and key == "Size"
+            and current.vram_kb is None
+            and "GLOBAL" in current.pending_segment
+            and "COARSE" in current.pending_segment
+        ):
+            current.vram_kb = _int_of(value)
     gpus: list[GpuAgent] = []
     cpus = 0
     for a in agents:

@@ -38,12 +38,12 @@ class RocmVersion:
 
     @property
     def family(self) -> str | None:
-        """"6.3": what ROCm wheel indexes and compatibility tables are keyed by."""
+        """ "6.3": what ROCm wheel indexes and compatibility tables are keyed by."""
         return None if self.major is None else f"{self.major}.{self.minor}"
 
 
 def _split(version: str) -> tuple[int | None, int | None, int | None]:
-    nums = [int(x) for x in re.findall(r"\d+", version.split("-")[0])[:3]]
+    nums = [int(x) for x in re.findall(r"\d+", version.split("-", maxsplit=1)[0])[:3]]
     nums += [None] * (3 - len(nums))  # type: ignore[list-item]
     return nums[0], nums[1], nums[2]
 
