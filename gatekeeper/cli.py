@@ -28,6 +28,12 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     return load_stage(args.name).main(args.stage_args)
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from gatekeeper.doctor import run_doctor
+
+    return run_doctor(capture=args.capture, from_dir=args.from_dir, output_format=args.format, timeout=args.timeout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gatekeeper",
@@ -42,6 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="verify_hip, functional_test, performance_baseline or compatibility_check")
     p.add_argument("stage_args", nargs=argparse.REMAINDER)
     p.set_defaults(handler=_cmd_stage)
+
+    p = sub.add_parser(
+        "doctor",
+        help="check this machine's GPU stack (or a capture): what is installed, what will fail, what to do",
+        epilog="Exit codes: 0 no error finding, 1 an error finding (something will fail), 2 bad input.",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--capture", metavar="DIR", help="also save the raw tool outputs to DIR")
+    where.add_argument("--from", dest="from_dir", metavar="DIR", help="diagnose a capture instead of this machine")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per tool (rocm-smi can hang); default 20")
+    p.set_defaults(handler=_cmd_doctor)
 
     return parser
 
