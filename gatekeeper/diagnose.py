@@ -253,7 +253,8 @@ def diagnose(snapshot: Snapshot) -> Diagnosis:
             )
         )
     findings += _arch_findings(devices, torch, snapshot.environ, rocm_family or hip_family)
-    findings += hygiene_findings(snapshot.environ, snapshot.fs, amd=amd)
+    gpu_expected = amd or bool(devices) or bool(torch.get("hip") or torch.get("cuda"))
+    findings += hygiene_findings(snapshot.environ, snapshot.fs, amd=amd, gpu_expected=gpu_expected)
     return Diagnosis(
         source=snapshot.source,
         rocm_version=ver.version if ver else None,

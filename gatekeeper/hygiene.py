@@ -154,11 +154,13 @@ def _alloc(environ: Mapping[str, str], name: str) -> Finding:
     return Finding(check, "info", f"{name} set: {'; '.join(known)}")
 
 
-def _visible(environ: Mapping[str, str], name: str, what: str) -> Finding:
+def _visible(environ: Mapping[str, str], name: str, what: str, gpu_expected: bool) -> Finding:
     check = f"hygiene.{name}"
     value = environ.get(name)
     if value is None:
         return Finding(check, "ok", f"not set: {what} sees every GPU")
+    if value.strip() in ("", "-1") and not gpu_expected:
+        return Finding(check, "info", f"{name}={value!r} hides every GPU (as a CPU-only job may intend)")
     if value.strip() in ("", "-1"):
         return Finding(
             check,
@@ -237,15 +239,20 @@ def _groups(fs: FsFacts) -> Finding:
     )
 
 
-def hygiene_findings(environ: Mapping[str, str], fs: FsFacts | None, *, amd: bool) -> list[Finding]:
-    """One finding per hygiene item; device-node items are skipped (with the reason) off AMD machines."""
+def hygiene_findings(
+    environ: Mapping[str, str], fs: FsFacts | None, *, amd: bool, gpu_expected: bool = True
+) -> list[Finding]:
+    """One finding per hygiene item; device-node items are skipped (with the reason) off AMD machines.
+
+    ``gpu_expected``: a GPU build of torch or a GPU machine, where hiding every device is a mistake.
+    """
     out = [
         _override(environ),
         _alloc(environ, "PYTORCH_HIP_ALLOC_CONF"),
         _alloc(environ, "PYTORCH_CUDA_ALLOC_CONF"),
-        _visible(environ, "HIP_VISIBLE_DEVICES", "HIP (and torch on ROCm)"),
-        _visible(environ, "ROCR_VISIBLE_DEVICES", "the ROCm runtime (below HIP)"),
-        _visible(environ, "CUDA_VISIBLE_DEVICES", "CUDA, and HIP on ROCm,"),
+        _visible(environ, "HIP_VISIBLE_DEVICES", "HIP (and torch on ROCm)", gpu_expected),
+        _visible(environ, "ROCR_VISIBLE_DEVICES", "the ROCm runtime (below HIP)", gpu_expected),
+        _visible(environ, "CUDA_VISIBLE_DEVICES", "CUDA, and HIP on ROCm,", gpu_expected),
     ]
     if "HIP_VISIBLE_DEVICES" in environ and "ROCR_VISIBLE_DEVICES" in environ:
         out.append(

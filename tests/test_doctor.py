@@ -307,3 +307,17 @@ def test_cli_capture_end_to_end_with_hanging_tool(
     assert code == 1
     assert {p.name for p in cap.iterdir()} >= {"rocminfo.txt", "env.txt", "tools.json", "fs.json", "torch.json"}
     assert cli.main(["doctor", "--from", str(cap), "--format", "json"]) == code
+
+
+def test_cli_wiring(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gatekeeper.doctor
+
+    seen = {}
+
+    def fake(**kwargs: object) -> int:
+        seen.update(kwargs)
+        return 0
+
+    monkeypatch.setattr(gatekeeper.doctor, "run_doctor", fake)
+    assert cli.main(["doctor", "--from", "d", "--format", "json", "--timeout", "5"]) == 0
+    assert seen == {"capture": None, "from_dir": "d", "output_format": "json", "timeout": 5.0}

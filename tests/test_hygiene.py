@@ -61,6 +61,11 @@ def test_visible_devices(name: str) -> None:
     assert "0,1" in info.message
 
 
+def test_hiding_gpus_is_fine_for_a_cpu_job() -> None:
+    f = _by_check(hygiene_findings({"CUDA_VISIBLE_DEVICES": ""}, None, amd=False, gpu_expected=False))
+    assert f["hygiene.CUDA_VISIBLE_DEVICES"].severity == "info"
+
+
 def test_hip_and_rocr_together_warn() -> None:
     f = _by_check(hygiene_findings({"HIP_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "1"}, None, amd=False))
     assert f["hygiene.visible_devices_combined"].severity == "warning"
