@@ -321,3 +321,11 @@ def test_cli_wiring(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gatekeeper.doctor, "run_doctor", fake)
     assert cli.main(["doctor", "--from", "d", "--format", "json", "--timeout", "5"]) == 0
     assert seen == {"capture": None, "from_dir": "d", "output_format": "json", "timeout": 5.0}
+
+
+def test_doctor_does_not_import_torch() -> None:
+    from gatekeeper import proc
+
+    code = "import sys, gatekeeper.cli, gatekeeper.doctor; assert 'torch' not in sys.modules, 'torch imported'"
+    result = proc.run([sys.executable, "-c", code], timeout=60, cwd=Path(__file__).parent.parent)
+    assert result.ok, result.stderr
