@@ -24,6 +24,7 @@ from gatekeeper import files, proc
 from gatekeeper.errors import InputError
 from gatekeeper.hygiene import FsFacts
 from gatekeeper.probes.nvidia_smi import QUERY
+from gatekeeper.probes.versions import find_rocm_root
 from gatekeeper.redact import redact, redact_env
 
 __all__ = ["FILES", "TOOLS", "Snapshot", "ToolRun", "read_capture", "take_snapshot", "write_capture"]
@@ -100,13 +101,6 @@ class Snapshot:
     torch: Mapping[str, Any] | None = None
 
 
-def _rocm_root(environ: Mapping[str, str]) -> Path | None:
-    for root in filter(None, (environ.get("ROCM_PATH"), environ.get("ROCM_HOME"), "/opt/rocm")):
-        if (Path(root) / ".info" / "version").is_file():
-            return Path(root)
-    return None
-
-
 def _run_tool(argv: tuple[str, ...], environ: Mapping[str, str], timeout: float) -> tuple[ToolRun, str]:
     exe = sys.executable if argv[0] == "{python}" else shutil.which(argv[0], path=environ.get("PATH"))
     if exe is None:
@@ -144,7 +138,7 @@ def take_snapshot(
         tools[name] = run
         if output.strip():
             texts[fname] = texts.get(fname, "") + redact(output, env)  # the real env: it knows the secret values
-    root = _rocm_root(env)
+    root = find_rocm_root(env)
     start = time.monotonic()
     if root is not None:
         texts["version"] = (root / ".info" / "version").read_text(encoding="utf-8", errors="replace")

@@ -91,11 +91,7 @@ def detect(requested: str = "auto") -> DeviceInfo:
 
 def rocm_root(environ: Mapping[str, str] | None = None) -> Path | None:
     """The ROCm install: $ROCM_PATH, $ROCM_HOME or /opt/rocm, the first with a .info/version file."""
-    env = os.environ if environ is None else environ
-    for root in filter(None, (env.get("ROCM_PATH"), env.get("ROCM_HOME"), "/opt/rocm")):
-        if (Path(root) / ".info" / "version").is_file():
-            return Path(root)
-    return None
+    return versions.find_rocm_root(os.environ if environ is None else environ)
 
 
 def read_rocm_version(environ: Mapping[str, str] | None = None) -> str | None:

@@ -240,3 +240,10 @@ def test_collect_env_cuda_gpu_block() -> None:
     assert r.cuda_build == "12.4"
     assert r.rocm_build is None
     assert r.nvidia_driver == "550.54.15"
+
+
+def test_find_rocm_root(tmp_path: Path) -> None:
+    (tmp_path / ".info").mkdir()
+    (tmp_path / ".info" / "version").write_text("6.3.1-48\n")
+    assert versions.find_rocm_root({"ROCM_PATH": str(tmp_path)}) == tmp_path
+    assert versions.find_rocm_root({"ROCM_PATH": str(tmp_path / "none"), "ROCM_HOME": str(tmp_path)}) == tmp_path

@@ -96,3 +96,21 @@ def test_hygiene_hiding_gpus_fails_on_gpu_build(monkeypatch: pytest.MonkeyPatch)
     checks = {c.name: c for c in ctx.rec.checks}
     assert checks["hygiene.HIP_VISIBLE_DEVICES"].status == "failed"
     assert ctx.rec.metrics["hygiene_problems"].value == sum(f.is_problem for f in findings) >= 1
+
+
+def test_rocm_versions_from_install_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".info").mkdir()
+    (tmp_path / ".info" / "version").write_text("6.2.0-66\n")
+    (tmp_path / "lib").mkdir()
+    for name in ("librocblas.so.4.2.60200", "libhipblaslt.so.0.8.60200"):
+        (tmp_path / "lib" / name).write_bytes(b"")
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path))
+    ctx = _ctx(DeviceInfo("cpu", "cpu", why_cpu="no GPU here"))
+    found = verify_hip._versions(ctx)
+    assert found["rocm"] == "6.2.0-66"
+    assert found["rocblas"] == "4.2.60200"
+    assert found["hipblaslt"] == "0.8.60200"
+    assert found["hip_runtime"] == "6.2.41133-dd7f95766"
+    checks = {c.name: c.status for c in ctx.rec.checks}
+    assert checks["versions.driver"] == "skipped"
+    assert checks["versions.miopen"] == "skipped"

@@ -6,7 +6,7 @@ versions of ROCm libraries found by their shared-object file names."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +14,7 @@ __all__ = [
     "LIBRARIES",
     "RocmVersion",
     "family",
+    "find_rocm_root",
     "library_versions",
     "parse",
     "parse_build",
@@ -108,3 +109,11 @@ def scan_libraries(rocm_root: str | Path) -> dict[str, str]:
     except OSError:
         return {}
     return library_versions(names)
+
+
+def find_rocm_root(environ: Mapping[str, str]) -> Path | None:
+    """The ROCm install: $ROCM_PATH, $ROCM_HOME or /opt/rocm, the first with a .info/version file."""
+    for root in filter(None, (environ.get("ROCM_PATH"), environ.get("ROCM_HOME"), "/opt/rocm")):
+        if (Path(root) / ".info" / "version").is_file():
+            return Path(root)
+    return None
