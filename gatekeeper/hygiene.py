@@ -282,6 +282,14 @@ def hygiene_findings(
         reason = "device-node facts not available (capture without fs.json)"
         out += [Finding(c, "skipped", reason) for c in ("hygiene.dev_kfd", "hygiene.dev_dri", "hygiene.groups")]
         return out
-    out += _device_nodes(fs)
+    nodes = _device_nodes(fs)
+    if not gpu_expected:  # a CPU job in a ROCm image: worth knowing, not worth blocking
+        nodes = [
+            Finding(f.check, "warning", f"{f.message} (not blocking: no GPU is expected for this job)", f.remediation)
+            if f.severity == "error"
+            else f
+            for f in nodes
+        ]
+    out += nodes
     out.append(_groups(fs))
     return out

@@ -184,7 +184,8 @@ def _smoke(ctx: StageContext, arch: archcompat.ArchResult | None) -> None:
 def _hygiene(ctx: StageContext) -> list[Finding]:
     rec, info, env = ctx.rec, ctx.device, ctx.environment
     amd = info.kind == "rocm" or bool(env.hip_version) or devmod.rocm_root() is not None
-    gpu_expected = info.is_gpu or bool(env.hip_version or env.cuda_version)
+    # the same rule as the default device-required gate: a GPU is required on GPU runners only
+    gpu_expected = info.is_gpu or os.environ.get("GATEKEEPER_REQUIRE_DEVICE") == "1"
     findings = hygiene_findings(os.environ, FsFacts.probe(), amd=amd, gpu_expected=gpu_expected)
     for f in findings:
         if f.severity == "skipped":

@@ -82,6 +82,12 @@ def test_missing_kfd_and_no_access() -> None:
     assert "usermod -aG render" in f["hygiene.groups"].remediation
 
 
+def test_device_node_errors_do_not_block_a_cpu_job() -> None:
+    f = _by_check(hygiene_findings({}, _fs(kfd=False), amd=True, gpu_expected=False))
+    assert f["hygiene.dev_kfd"].severity == "warning"
+    assert "not blocking" in f["hygiene.dev_kfd"].message
+
+
 def test_root_needs_no_groups() -> None:
     assert _by_check(hygiene_findings({}, _fs(groups=(), root=True), amd=True))["hygiene.groups"].severity == "ok"
 
