@@ -30,7 +30,8 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 test: setup tools lint
-	$(BIN)/python -m pytest
+	@# pytest exits 5 when it collected no test: here that means the suite is broken
+	$(BIN)/python -m pytest; rc=$$?; [ $$rc -ne 5 ] || { echo "pytest collected no tests" >&2; exit 1; }; exit $$rc
 
 clean:
 	rm -rf artifacts .pytest_cache .ruff_cache

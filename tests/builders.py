@@ -8,13 +8,20 @@ from gatekeeper.artifacts import Check, Environment, Metric, StageReport
 
 
 def env(**kw: Any) -> Environment:
-    base: dict[str, Any] = {"torch_version": "2.5.1+rocm6.2", "python": "3.11.7", "host": "runner-1", "channel": "stable"}
+    base: dict[str, Any] = {
+        "torch_version": "2.5.1+rocm6.2",
+        "python": "3.11.7",
+        "host": "runner-1",
+        "channel": "stable",
+    }
     base |= {"device_kind": "rocm", "gfx_arch": "gfx90a:sramecc+:xnack-", "rocm_version": "6.2.4", "device_count": 1}
     base.update(kw)
     return Environment(**base)
 
 
-def report(stage: str, metrics: dict[str, Any] | None = None, checks: list[Check] | None = None, **kw: Any) -> StageReport:
+def report(
+    stage: str, metrics: dict[str, Any] | None = None, checks: list[Check] | None = None, **kw: Any
+) -> StageReport:
     ms = {}
     for name, spec in (metrics or {}).items():
         if isinstance(spec, Metric):

@@ -14,7 +14,11 @@ def _report():
     return report(
         "functional_test",
         metrics={"op_pass_rate": 0.97, "latency_ms": Metric.of(10.0, "ms", "lower", [[1.0, 2.0], [3.0]])},
-        checks=[Check("a", "passed", duration_s=0.1), Check("b", "failed", "boom\ndetail", group="g"), Check("c", "skipped", "no GPU")],
+        checks=[
+            Check("a", "passed", duration_s=0.1),
+            Check("b", "failed", "boom\ndetail", group="g"),
+            Check("c", "skipped", "no GPU"),
+        ],
     )
 
 

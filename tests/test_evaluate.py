@@ -21,7 +21,9 @@ COV = {"metric": "functional_test.op_pass_rate", "pass": ">= 0.95", "warn": ">= 
 
 
 def run(g, reports, **kw):
-    return evaluate(Inputs(gates=g, reports={r.stage: r for r in reports}, channel=kw.pop("channel", "stable"), today=TODAY, **kw))
+    return evaluate(
+        Inputs(gates=g, reports={r.stage: r for r in reports}, channel=kw.pop("channel", "stable"), today=TODAY, **kw)
+    )
 
 
 def one(verdict):
@@ -44,7 +46,11 @@ def test_pass_warn_fail_tiers_and_exit_codes():
 
 
 def test_missing_data_policies():
-    for policy, outcome, result in [("fail", Outcome.FAIL, "blocked"), ("warn", Outcome.WARN, "warn"), ("skip", Outcome.SKIPPED, "pass")]:
+    for policy, outcome, result in [
+        ("fail", Outcome.FAIL, "blocked"),
+        ("warn", Outcome.WARN, "warn"),
+        ("skip", Outcome.SKIPPED, "pass"),
+    ]:
         g = gates({"cov": {**COV, "on_missing": policy}})
         v = run(g, [report("verify_hip", {"x": 1.0})])
         assert one(v).outcome is outcome
@@ -80,7 +86,16 @@ def test_baseline_relative_rule_point_values():
 
 
 def test_no_comparable_baseline_is_said_and_follows_policy():
-    g = gates({"lat": {"metric": "performance_baseline.peak_memory_mb", "compare": "baseline", "pass": "<= +10%", "on_missing": "warn"}})
+    g = gates(
+        {
+            "lat": {
+                "metric": "performance_baseline.peak_memory_mb",
+                "compare": "baseline",
+                "pass": "<= +10%",
+                "on_missing": "warn",
+            }
+        }
+    )
     cand = report("performance_baseline", {"peak_memory_mb": (130.0, "MB", "lower")})
     note = "baseline ran on arch gfx90a, this run on gfx942 (a new device or configuration)"
     v = run(g, [cand], baseline_notes={"performance_baseline": note})
@@ -120,7 +135,13 @@ def test_waiver_when_platform_does_not_match():
 
 def test_check_level_waivers():
     checks = [Check("ops.conv.upsample_bilinear2d.float16", "failed", "drift"), Check("ops.add", "passed")]
-    waiver = {"gate": "smoke", "checks": ["ops.conv.upsample_bilinear2d.*"], "reason": "drift", "owner": "o", "expires": "2027-01-31"}
+    waiver = {
+        "gate": "smoke",
+        "checks": ["ops.conv.upsample_bilinear2d.*"],
+        "reason": "drift",
+        "owner": "o",
+        "expires": "2027-01-31",
+    }
     g = gates({"smoke": {"metric": "functional_test.checks.failed", "pass": "== 0"}}, waivers=[waiver])
     v = run(g, [report("functional_test", checks=checks)])
     assert one(v).outcome is Outcome.PASS  # the waived check is not counted
@@ -144,7 +165,15 @@ def test_channel_overrides():
 
 
 def test_when_conditions_skip_with_reason():
-    g = gates({"dev": {"metric": "verify_hip.device_available", "pass": ">= 1", "when": {"env": {"GATEKEEPER_REQUIRE_DEVICE": "1"}}}})
+    g = gates(
+        {
+            "dev": {
+                "metric": "verify_hip.device_available",
+                "pass": ">= 1",
+                "when": {"env": {"GATEKEEPER_REQUIRE_DEVICE": "1"}},
+            }
+        }
+    )
     r = [report("verify_hip", {"device_available": 0.0}, environment=env(device_kind="cpu", gfx_arch=None))]
     v = run(g, r)
     assert one(v).outcome is Outcome.SKIPPED

@@ -103,7 +103,11 @@ def test_full_syntax_from_the_docs(tmp_path):
             "7:12",
             "no gate named 'b'",
         ),
-        ("gates:\n  a:\n    metric: s.m\n    pass: '>= 1'\nchannels:\n  nightly:\n    x: {severity: advisory}\n", "8:8", "no gate"),
+        (
+            "gates:\n  a:\n    metric: s.m\n    pass: '>= 1'\nchannels:\n  nightly:\n    x: {severity: advisory}\n",
+            "8:8",
+            "no gate",
+        ),
     ],
 )
 def test_errors_name_line_column_and_fix(tmp_path, body, where, fragment):

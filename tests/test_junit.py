@@ -36,7 +36,9 @@ def test_entity_expansion_is_refused(tmp_path):
 
 def test_external_entity_is_refused(tmp_path):
     xxe = tmp_path / "xxe.xml"
-    xxe.write_text('<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]><testsuite><testcase name="&x;"/></testsuite>')
+    xxe.write_text(
+        '<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]><testsuite><testcase name="&x;"/></testsuite>'
+    )
     with pytest.raises(InputError, match="refused unsafe XML"):
         summarize([xxe])
 

@@ -33,7 +33,9 @@ def workdir(tmp_path):
 
 
 def evaluate(workdir, capsys, *extra):
-    code = cli.main(["evaluate", "--artifacts", str(workdir / "artifacts"), "--gates", str(workdir / "gates.yaml"), *extra])
+    code = cli.main(
+        ["evaluate", "--artifacts", str(workdir / "artifacts"), "--gates", str(workdir / "gates.yaml"), *extra]
+    )
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -41,7 +43,7 @@ def evaluate(workdir, capsys, *extra):
 @pytest.mark.parametrize(("rate", "code", "result"), [(0.99, 0, "pass"), (0.92, 3, "warn"), (0.5, 1, "blocked")])
 def test_exit_codes_and_outputs(workdir, capsys, rate, code, result):
     write_stage(report("functional_test", {"op_pass_rate": rate}), workdir / "artifacts")
-    got, out, err = evaluate(workdir, capsys)
+    got, _out, err = evaluate(workdir, capsys)
     assert got == code
     art = workdir / "artifacts"
     doc = json.loads((art / "verdict.json").read_text())
@@ -98,7 +100,9 @@ def test_hostile_junit(workdir, capsys, monkeypatch):
     (workdir / "reports" / "x.xml").write_text(
         '<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;">]><testsuite><testcase name="&b;"/></testsuite>'
     )
-    (workdir / "gates.yaml").write_text(GATES + textwrap.indent('unit:\n  junit: "reports/*.xml"\n  metric: pass_rate\n  pass: ">= 1"\n', "  "))
+    (workdir / "gates.yaml").write_text(
+        GATES + textwrap.indent('unit:\n  junit: "reports/*.xml"\n  metric: pass_rate\n  pass: ">= 1"\n', "  ")
+    )
     _assert_input_error(workdir, capsys, "refused unsafe XML")
 
 

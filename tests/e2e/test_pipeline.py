@@ -44,7 +44,9 @@ def test_stage_that_dies_leaves_an_error_artifact(tmp_path, monkeypatch):
     from gatekeeper import pipeline as pl
 
     monkeypatch.setattr(
-        pl, "stage_argv", lambda name, options: [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+        pl,
+        "stage_argv",
+        lambda name, options: [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
     )
     opts = pl.PipelineOptions(out=tmp_path, gates=REPO / "gates.yaml", stages=("verify_hip",))
     verdict = pl.run_pipeline(opts, environ={})
