@@ -36,7 +36,17 @@ TOOLS: Mapping[str, tuple[tuple[str, ...], str]] = {
     "rocm-smi": (("rocm-smi",), "rocm-smi.txt"),
     "rocm-smi --showproductname": (("rocm-smi", "--showproductname"), "rocm-smi.txt"),
     "rocm-smi --json": (
-        ("rocm-smi", "--showproductname", "--showtemp", "--showpower", "--showmemuse", "--showuse", "--json"),
+        (
+            "rocm-smi",
+            "--showproductname",
+            "--showtemp",
+            "--showpower",
+            "--showmemuse",
+            "--showmeminfo",
+            "vram",
+            "--showuse",
+            "--json",
+        ),
         "rocm-smi.json",
     ),
     "nvidia-smi": (("nvidia-smi", f"--query-gpu={','.join(QUERY)}", "--format=csv"), "nvidia-smi.csv"),

@@ -247,3 +247,19 @@ def test_find_rocm_root(tmp_path: Path) -> None:
     (tmp_path / ".info" / "version").write_text("6.3.1-48\n")
     assert versions.find_rocm_root({"ROCM_PATH": str(tmp_path)}) == tmp_path
     assert versions.find_rocm_root({"ROCM_PATH": str(tmp_path / "none"), "ROCM_HOME": str(tmp_path)}) == tmp_path
+
+
+def test_rocm_smi_vram_bytes_from_sections_and_json() -> None:
+    text = "GPU[0]\t\t: VRAM Total Memory (B): 206141652992\nGPU[0]\t\t: VRAM Total Used Memory (B): 296837120\n"
+    d = rocm_smi.parse(text).devices[0]
+    assert d.vram_total_bytes == 206141652992
+    assert d.vram_used_bytes == 296837120
+    js = rocm_smi.parse('{"card0": {"VRAM Total Memory (B)": "17163091968", "VRAM Total Used Memory (B)": "1"}}')
+    assert js.devices[0].vram_total_bytes == 17163091968
+
+
+def test_versions_labelled_lines() -> None:
+    # amd-smi version prints the ROCm release among other versions on one line
+    line = "AMDSMI Tool: 24.6.2+2b02a07 | AMDSMI Library version: 24.6.2.0 | ROCm version: 6.2.0\n"
+    assert versions.parse(line).version == "6.2.0"
+    assert versions.parse("6.2.41133-dd7f95766\n").family == "6.2"  # hipconfig --version

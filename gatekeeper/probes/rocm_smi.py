@@ -31,6 +31,8 @@ class SmiDevice:
     power_w: float | None = None
     power_cap_w: float | None = None
     vram_percent: float | None = None
+    vram_total_bytes: int | None = None  # --showmeminfo vram
+    vram_used_bytes: int | None = None
     gpu_percent: float | None = None
     partition: str | None = None
 
@@ -179,6 +181,10 @@ def _apply_key(b: _Builder, index: int, key: str, value: str) -> None:
         b.fill(index, gpu_percent=_num(value))
     elif key in ("GPU memory use (%)", "GPU Memory Allocated (VRAM%)"):
         b.fill(index, vram_percent=_num(value))
+    elif key in ("VRAM Total Memory (B)", "VRAM Total Used Memory (B)"):
+        n = _num(value)
+        field_name = "vram_total_bytes" if "Used" not in key else "vram_used_bytes"
+        b.fill(index, **{field_name: int(n) if n is not None else None})
 
 
 def _parse_sections(lines: list[str], b: _Builder) -> bool:
