@@ -90,6 +90,12 @@ def _stage_args(items: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from gatekeeper.doctor import run_doctor
+
+    return run_doctor(capture=args.capture, from_dir=args.from_dir, output_format=args.format, timeout=args.timeout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gatekeeper",
@@ -131,6 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage-timeout", type=float, default=3600.0, help="seconds before a stage process is killed")
     p.add_argument("--quick", action="store_true", help="reduced seeds, processes and trials: a fast smoke run")
     p.set_defaults(handler=_cmd_pipeline)
+
+    p = sub.add_parser(
+        "doctor",
+        help="check this machine's GPU stack (or a capture): what is installed, what will fail, what to do",
+        epilog="Exit codes: 0 no error finding, 1 an error finding (something will fail), 2 bad input.",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--capture", metavar="DIR", help="also save the raw tool outputs to DIR")
+    where.add_argument("--from", dest="from_dir", metavar="DIR", help="diagnose a capture instead of this machine")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per tool (rocm-smi can hang); default 20")
+    p.set_defaults(handler=_cmd_doctor)
 
     return parser
 
