@@ -15,7 +15,7 @@ from tests.conftest import REPO
 def test_pipeline_verify_hip_on_cpu(tmp_path):
     out = tmp_path / "artifacts"
     gates = tmp_path / "gates.yaml"
-    gates.write_text('version: 1\ngates:\n  smoke-kernels:\n    metric: verify_hip.checks.failed\n    pass: "== 0"\n')
+    gates.write_text('version: 1\ngates:\n  device-checks:\n    metric: verify_hip.checks.failed\n    pass: "== 0"\n')
     argv = ["pipeline", "--device", "cpu", "--stages", "verify_hip", "--out", str(out), "--gates", str(gates)]
     r = subprocess.run(
         [sys.executable, "-m", "gatekeeper", *argv],
@@ -34,7 +34,7 @@ def test_pipeline_verify_hip_on_cpu(tmp_path):
     assert checks["smoke.conv2d"]["status"] == "passed"
     assert (out / "verify_hip.log").read_text().count("smoke.matmul") >= 1
     verdict = json.loads((out / "verdict.json").read_text())
-    smoke = next(g for g in verdict["gates"] if g["name"] == "smoke-kernels")
+    smoke = next(g for g in verdict["gates"] if g["name"] == "device-checks")
     assert smoke["outcome"] == "pass"
     assert "## gatekeeper:" in r.stdout
 
