@@ -49,6 +49,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         out=args.out or args.artifacts,
         baseline=args.baseline,
         channel=args.channel,
+        record=args.record,
     )
     print(f"gatekeeper: wrote {args.out or args.artifacts}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
     return _print_verdict(verdict)
@@ -65,6 +66,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
             channel=args.channel,
             model=args.model,
             baseline=args.baseline,
+            record=args.record,
             stages=tuple(args.stages.split(",")) if args.stages else (),
             stage_args=_stage_args(args.stage_arg),
             stage_timeout=args.stage_timeout,
@@ -121,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--channel", choices=["stable", "nightly"], help="default: $GATEKEEPER_CHANNEL, else the stages' own"
     )
     p.add_argument("--out", type=Path, help="where to write the verdict (default: the artifacts directory)")
+    p.add_argument("--record", metavar="STORE", help="also keep this run's results and verdict in a history store")
     p.set_defaults(handler=_cmd_evaluate)
 
     p = sub.add_parser("pipeline", help="run every stage, then evaluate (the whole job on one machine)")
@@ -130,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channel", choices=["stable", "nightly"])
     p.add_argument("--model", help="module:factory (default: the built-in demo model)")
     p.add_argument("--baseline", help="baseline store: DIR, sqlite:PATH, gitlab: or git:BRANCH")
+    p.add_argument("--record", metavar="STORE", help="keep this run's results and verdict in a history store")
     p.add_argument("--stages", help="comma-separated subset, in pipeline order (default: all)")
     p.add_argument(
         "--stage-arg", action="append", default=[], metavar="STAGE=ARGS", help="extra arguments for one stage"

@@ -141,3 +141,11 @@ def test_evaluate_never_imports_torch(workdir):
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert "rc " in r.stdout, r.stderr
+
+
+def test_record_keeps_the_run_in_a_store(workdir, capsys):
+    write_stage(report("functional_test", {"op_pass_rate": 0.99}), workdir / "artifacts")
+    store = workdir / "history"
+    code, _out, _err = evaluate(workdir, capsys, "--record", str(store))
+    assert code == 0
+    assert sorted(p.name for p in store.glob("*.json")) == ["functional_test.json", "verify_hip.json"]
