@@ -156,6 +156,8 @@ CONTEXTS: dict[str, dict[str, str]] = {
 def listed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, Any]]]:
     if MISSING:
         pytest.skip(MISSING)
+    if MISSING_REQUIRED:
+        pytest.fail(f"GATEKEEPER_REQUIRE_TOOLS=1 but {MISSING_REQUIRED}")
     repo = make_repo(tmp_path_factory.mktemp("listed"), {"install": "", "nightly_index_url": "none"})
     return {name: list_jobs(repo, variables) for name, variables in CONTEXTS.items()}
 
@@ -215,6 +217,8 @@ PLANTED = {
 def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, proc.ProcResult]]:
     if MISSING:
         pytest.skip(MISSING)
+    if MISSING_REQUIRED:
+        pytest.fail(f"GATEKEEPER_REQUIRE_TOOLS=1 but {MISSING_REQUIRED}")
     if not _has_command("evaluate"):
         pytest.skip("gatekeeper evaluate is not in this checkout: the gate job cannot run")
     out = {}
