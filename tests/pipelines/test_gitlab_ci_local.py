@@ -291,3 +291,28 @@ def test_nightly_refused_on_tag_even_without_the_rule(tmp_path: Path) -> None:
     assert _summary(res).get("gatekeeper:verify_hip: [nightly]") == "FAIL", res.stdout[-3000:]
     assert "the nightly channel never runs on tag pipelines" in res.stdout
     assert "gatekeeper stage verify_hip: device" not in res.stdout, "the stage must not start"
+
+
+@needs_gcl
+def test_open_breaker_skips_the_next_pipeline_without_device_work(tmp_path: Path) -> None:
+    # Planted stage failure: smoke kernels get no time at all. With
+    # breaker_failures: 1 the first failure opens the nightly breaker; its state
+    # lives in the job's GitLab cache, so the next pipeline finds it open.
+    inputs = {
+        "install": "",
+        "nightly_index_url": "none",
+        "channels": ["nightly"],
+        "breaker_failures": 1,
+        "stage_args": "--smoke-timeout 0.001",
+    }
+    repo = make_repo(tmp_path, inputs, FAST)
+    job = "gatekeeper:verify_hip: [nightly]"
+    first = gcl(repo, "--force-shell-executor", "--shell-isolation", job, variables=CONTEXTS["nightly-schedule"])
+    assert _summary(first).get(job) == "FAIL", first.stdout[-3000:]
+    assert "recorded fail: now open" in first.stdout, first.stdout[-3000:]
+    second = gcl(repo, "--force-shell-executor", "--shell-isolation", job, variables=CONTEXTS["nightly-schedule"])
+    # WARN: exit 4 is in the job's allow_failure exit_codes: an allowed, skipped-looking failure.
+    assert _summary(second).get(job) == "WARN", second.stdout[-3000:]
+    assert "breaker open since" in second.stdout
+    assert "last diagnosis: smoke." in second.stdout
+    assert "gatekeeper stage verify_hip: device" not in second.stdout, "no stage work while open"
