@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from gatekeeper import files
 from gatekeeper.artifacts import read_stage
 from gatekeeper.breaker import (
     BreakerConfig,
@@ -43,6 +44,7 @@ def check_command(
     policy_only: bool = False,
     protected_branch: str | None = None,
     state: str | None = None,
+    artifacts: str | None = None,
     environ: Mapping[str, str],
     out: TextIO | None = None,
 ) -> int:
@@ -51,14 +53,44 @@ def check_command(
         print(f"gatekeeper: breaker: {policy.message}", file=sys.stderr)
         return ExitCode.BLOCKED
     _stdout(out).write(f"gatekeeper: breaker: {policy.message}\n")
+    # A job after one the breaker skipped is skipped too: the chain of stages
+    # (and the gate, which would only see missing data) stops without device time.
+    upstream = _open_markers(Path(artifacts), job) if artifacts else []
+    if upstream:
+        print(f"gatekeeper: breaker: skipped: upstream {upstream[0]}", file=sys.stderr)
+        _write_marker(artifacts, channel, job, f"skipped after upstream {upstream[0]}")
+        return ExitCode.BREAKER_OPEN
     if policy_only:
         return ExitCode.PASS
     decision = check(state_dir(state, environ), channel, job, _config(failures, cooldown))
     if not decision.allowed:
         print(f"gatekeeper: breaker: {decision.message}", file=sys.stderr)
+        _write_marker(artifacts, channel, job, decision.message)
         return ExitCode.BREAKER_OPEN
     _stdout(out).write(f"gatekeeper: breaker: {decision.message}\n")
     return ExitCode.PASS
+
+
+MARKER_SUFFIX = ".breaker.json"
+
+
+def _write_marker(artifacts: str | None, channel: str, job: str, message: str) -> None:
+    if artifacts:
+        files.write_json(
+            Path(artifacts) / f"{job}{MARKER_SUFFIX}",
+            {"schema": "gatekeeper.breaker-skip/v1", "channel": channel, "job": job, "message": message},
+        )
+
+
+def _open_markers(artifacts: Path, job: str) -> list[str]:
+    found = []
+    for path in sorted(artifacts.glob(f"*{MARKER_SUFFIX}")):
+        if path.name == f"{job}{MARKER_SUFFIX}":
+            continue  # our own marker from an earlier attempt of this job
+        doc = files.read_json(path, what="breaker marker")
+        if isinstance(doc, dict) and doc.get("message"):
+            found.append(f"{doc.get('job', path.name)}: {doc['message']}")
+    return found
 
 
 def diagnosis_from_artifacts(artifacts: Path, job: str) -> str | None:

@@ -124,6 +124,7 @@ def _cmd_breaker(args: argparse.Namespace) -> int:
             cooldown=args.cooldown,
             policy_only=args.policy_only,
             protected_branch=args.protected_branch,
+            artifacts=args.artifacts,
             environ=env,
             **common,
         )
@@ -195,6 +196,9 @@ def _add_breaker_parser(sub: argparse._SubParsersAction) -> None:
     check = acts.choices["check"]
     check.add_argument("--policy-only", action="store_true", help="only the static pipeline policy")
     check.add_argument("--protected-branch", help="default $CI_DEFAULT_BRANCH or main")
+    check.add_argument(
+        "--artifacts", help="artifacts dir: an upstream job skipped by a breaker skips this one; open: leave a marker"
+    )
     rec = acts.choices["record"]
     rec.add_argument("--result", choices=["pass", "fail"])
     rec.add_argument("--exit-code", type=int, help="the stage's exit code (0 and 3 pass)")

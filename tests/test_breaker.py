@@ -266,3 +266,25 @@ def test_diagnosis_is_read_from_the_stage_report(tmp_path: Path) -> None:
 
     assert "wrote no report" in (diagnosis_from_artifacts(tmp_path, "functional_test") or "")
     assert breaker.state_dir(None, {"GATEKEEPER_CACHE_DIR": str(tmp_path)}) == tmp_path.resolve() / "breaker"
+
+
+def test_cli_open_breaker_skips_the_jobs_after_it(ci_env: Path, tmp_path: Path) -> None:
+    art = tmp_path / "artifacts" / "nightly"
+    args = ["--channel", "nightly", "--failures", "1"]
+    assert main(["breaker", "record", *args, "--job", "verify_hip", "--result", "fail"]) == 0
+    assert main(["breaker", "check", *args, "--job", "verify_hip", "--artifacts", str(art)]) == ExitCode.BREAKER_OPEN
+    marker = json.loads((art / "verify_hip.breaker.json").read_text())
+    assert marker["message"].startswith("breaker open since")
+    # functional_test's own breaker is closed, but it follows a skipped job: skipped too
+    assert main(["breaker", "check", *args, "--job", "functional_test", "--artifacts", str(art)]) == 4
+    assert (art / "functional_test.breaker.json").exists()
+    # and the gate does not evaluate missing data: skipped, not blocked
+    assert (
+        main(["breaker", "check", "--channel", "nightly", "--job", "gate", "--policy-only", "--artifacts", str(art)])
+        == ExitCode.BREAKER_OPEN
+    )
+    # a retry of the skipped job itself is decided by its breaker, not by its own old marker
+    assert main(["breaker", "reset", "--channel", "nightly", "--job", "verify_hip", "--by", "ci", "--reason", "t"]) == 0
+    for later in ("functional_test", "gate"):  # downstream artifacts never reach a retried upstream job
+        (art / f"{later}.breaker.json").unlink()
+    assert main(["breaker", "check", *args, "--job", "verify_hip", "--artifacts", str(art)]) == ExitCode.PASS
