@@ -46,6 +46,15 @@ if ! command -v rsync >/dev/null 2>&1; then
   command -v rsync >/dev/null 2>&1 || missing+=("rsync (apt-get install rsync)")
 fi
 
+# npm itself: images without Node (python:3.11) get Debian's npm, whose older
+# node is only used to fetch node@22 from the npm registry below.
+if ! command -v npm >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  say "installing npm with apt-get"
+  (timeout 300 apt-get update -qq >/dev/null 2>&1 || true)
+  timeout 600 env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null 2>&1 \
+    || say "apt-get install npm failed"
+fi
+
 # Node 22+ and gitlab-ci-local into the project-local prefix.
 if ! command -v npm >/dev/null 2>&1; then
   missing+=("npm (needed to install node@22 and gitlab-ci-local)")
