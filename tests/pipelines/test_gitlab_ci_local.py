@@ -123,8 +123,16 @@ def gcl(repo: Path, *args: str, variables: dict[str, str] | None = None, timeout
     argv = ["gitlab-ci-local", "--ignore-predefined-vars", PREDEFINED, "--no-color", *args]
     for key, value in (variables or {}).items():
         argv += ["--variable", f"{key}={value}"]
-    env = {**os.environ, "PATH": os.pathsep.join([str(repo.parent / "bin"), _tool_path()])}
-    env.pop("CI", None)  # CI=true changes gitlab-ci-local's own behaviour (it thinks it runs inside a job)
+    # Only the sample pipeline's own context: when these tests themselves run in
+    # a GitLab job, its CI_*/GITLAB_* variables (a tag, an MR) must not leak into
+    # the inner jobs, which inherit this environment; CI=true also changes
+    # gitlab-ci-local's own behaviour.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "CI" and not k.startswith(("CI_", "GITLAB_", "GATEKEEPER_", "TORCHINDUCTOR_", "MIOPEN_"))
+    }
+    env["PATH"] = os.pathsep.join([str(repo.parent / "bin"), _tool_path()])
     return proc.run(argv, timeout=timeout, cwd=repo, env=env)
 
 
