@@ -251,6 +251,7 @@ def test_failure_job(jobs: dict[str, Any]) -> None:
     assert all(n["optional"] for n in job["needs"])
     assert len(job["needs"]) == 5
     script = "\n".join(job["script"])
+    assert "artifacts/*/analysis.json" in job["artifacts"]["paths"]
     assert "gatekeeper analyze" in script
     assert "gatekeeper notify gitlab" in script
     assert "after_script" not in job, "with --shell-isolation after_script wipes outputs"

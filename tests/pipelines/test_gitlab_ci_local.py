@@ -264,8 +264,11 @@ def test_failure_job_fires_and_diagnoses(ran: dict[str, tuple[Path, proc.ProcRes
     assert "gatekeeper:diagnose" in _summary(res), "the on_failure job did not start"
     if not _has_command("analyze"):
         pytest.skip("gatekeeper analyze is not in this checkout: the diagnosis cannot be written")
-    analysis = json.loads((repo / "artifacts" / "analysis.json").read_text())
-    assert analysis, "empty diagnosis"
+    analysis = json.loads((repo / "artifacts" / "stable" / "analysis.json").read_text())
+    assert analysis["schema"].startswith("gatekeeper.analysis/")
+    sources = [Path(i["source"]).name for i in analysis["inputs"]]
+    assert "gate.log" in sources, sources
+    assert "verify_hip.log" in sources, sources
 
 
 @needs_gcl
