@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -45,6 +45,7 @@ def check_command(
     protected_branch: str | None = None,
     state: str | None = None,
     artifacts: str | None = None,
+    after: Sequence[str] = (),
     environ: Mapping[str, str],
     out: TextIO | None = None,
 ) -> int:
@@ -60,6 +61,13 @@ def check_command(
         print(f"gatekeeper: breaker: skipped: upstream {upstream[0]}", file=sys.stderr)
         _write_marker(artifacts, channel, job, f"skipped after upstream {upstream[0]}")
         return ExitCode.BREAKER_OPEN
+    upstream_failed = _upstream_failure(Path(artifacts or "."), after)
+    if upstream_failed:
+        print(
+            f"gatekeeper: breaker: skipped: upstream {upstream_failed} on this channel; no device time spent",
+            file=sys.stderr,
+        )
+        return ExitCode.BREAKER_OPEN
     if policy_only:
         return ExitCode.PASS
     decision = check(state_dir(state, environ), channel, job, _config(failures, cooldown))
@@ -72,6 +80,27 @@ def check_command(
 
 
 MARKER_SUFFIX = ".breaker.json"
+
+
+def _upstream_failure(artifacts: Path, after: Sequence[str]) -> str | None:
+    """Why a stage this job comes after did not pass on this channel (None: it passed).
+
+    Stage jobs of both channels share one needs: chain (GitLab < 18.6 cannot
+    say "the same matrix value" in needs:), so they run `when: always` and
+    decide here, from their own channel's artifacts, whether to go on.
+    """
+    for stage in after:
+        path = artifacts / f"{stage}.json"
+        if not path.is_file():
+            return f"{stage} wrote no report"
+        try:
+            report = read_stage(path)
+        except InputError as err:
+            return f"{stage} report unreadable ({err.line()})"
+        if report.status in ("failed", "error"):
+            counts = report.counts()
+            return f"{stage} {report.status} ({counts['failed']} failed, {counts['error']} errors)"
+    return None
 
 
 def _write_marker(artifacts: str | None, channel: str, job: str, message: str) -> None:

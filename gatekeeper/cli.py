@@ -125,6 +125,7 @@ def _cmd_breaker(args: argparse.Namespace) -> int:
             policy_only=args.policy_only,
             protected_branch=args.protected_branch,
             artifacts=args.artifacts,
+            after=args.after,
             environ=env,
             **common,
         )
@@ -198,6 +199,9 @@ def _add_breaker_parser(sub: argparse._SubParsersAction) -> None:
     check.add_argument("--protected-branch", help="default $CI_DEFAULT_BRANCH or main")
     check.add_argument(
         "--artifacts", help="artifacts dir: an upstream job skipped by a breaker skips this one; open: leave a marker"
+    )
+    check.add_argument(
+        "--after", action="append", default=[], metavar="STAGE", help="skip (exit 4) unless STAGE passed in --artifacts"
     )
     rec = acts.choices["record"]
     rec.add_argument("--result", choices=["pass", "fail"])

@@ -288,3 +288,37 @@ def test_cli_open_breaker_skips_the_jobs_after_it(ci_env: Path, tmp_path: Path) 
     for later in ("functional_test", "gate"):  # downstream artifacts never reach a retried upstream job
         (art / f"{later}.breaker.json").unlink()
     assert main(["breaker", "check", *args, "--job", "verify_hip", "--artifacts", str(art)]) == ExitCode.PASS
+
+
+def _stage_report(out_dir: Path, stage: str, status: str) -> None:
+    from gatekeeper.artifacts import Check, Environment, StageReport, write_stage
+
+    check_status = "passed" if status == "passed" else "failed"
+    write_stage(
+        StageReport(
+            stage=stage,
+            status=status,  # type: ignore[arg-type]
+            started_at="2026-12-01T12:00:00+00:00",
+            duration_s=1.0,
+            environment=Environment(torch_version="2.13.0", python="3.11.7", host="ci", channel="nightly"),
+            checks=(Check("smoke.matmul", check_status, "max relative error 3e-1 > 1e-3", 0.1),),
+        ),
+        out_dir,
+    )
+
+
+def test_cli_after_skips_when_the_same_channel_upstream_did_not_pass(
+    ci_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nightly, stable = tmp_path / "artifacts" / "nightly", tmp_path / "artifacts" / "stable"
+    args = ["breaker", "check", "--job", "functional_test", "--after", "verify_hip"]
+    # no report at all (the upstream job crashed before writing one)
+    assert main([*args, "--channel", "nightly", "--artifacts", str(nightly)]) == ExitCode.BREAKER_OPEN
+    assert "upstream verify_hip wrote no report" in capsys.readouterr().err
+    _stage_report(nightly, "verify_hip", "failed")
+    _stage_report(stable, "verify_hip", "passed")
+    assert main([*args, "--channel", "nightly", "--artifacts", str(nightly)]) == ExitCode.BREAKER_OPEN
+    assert "upstream verify_hip failed (1 failed, 0 errors) on this channel" in capsys.readouterr().err
+    assert not (nightly / "functional_test.breaker.json").exists(), "a failed stage is not a breaker skip"
+    # the stable chain goes on whatever nightly did
+    assert main([*args, "--channel", "stable", "--artifacts", str(stable)]) == ExitCode.PASS

@@ -215,7 +215,10 @@ def test_stage_jobs_are_ordered_and_matrixed_over_channels(jobs: dict[str, Any])
         job = jobs[f"gatekeeper:{stage}"]
         assert job["parallel"]["matrix"] == [{"CHANNEL": ["stable", "nightly"]}]
         assert job["variables"]["GATEKEEPER_STAGE"] == stage
-        assert job.get("needs", []) == ([f"gatekeeper:{prev}"] if prev else [])
+        assert job.get("needs", []) == ([{"job": f"gatekeeper:{prev}", "optional": True}] if prev else [])
+        assert job["variables"].get("GATEKEEPER_AFTER") == prev
+        # later stages run whatever the other channel did, and check their own channel's upstream
+        assert job["rules"][-1] == {"when": "always" if prev else "on_success"}
         assert any('gatekeeper stage "$GATEKEEPER_STAGE" --device auto' in line for line in job["script"])
         assert job["allow_failure"] == {"exit_codes": [4]}
         assert "artifacts/*/*.junit.xml" in job["artifacts"]["reports"]["junit"]
