@@ -133,6 +133,8 @@ def gcl(repo: Path, *args: str, variables: dict[str, str] | None = None, timeout
         if k != "CI" and not k.startswith(("CI_", "GITLAB_", "GATEKEEPER_", "TORCHINDUCTOR_", "MIOPEN_"))
     }
     env["PATH"] = os.pathsep.join([str(repo.parent / "bin"), _tool_path()])
+    # gitlab-ci-local reads $HOME/.gitlab-ci-local/variables.yml: never the real one.
+    env["HOME"] = str(repo.parent)
     return proc.run(argv, timeout=timeout, cwd=repo, env=env)
 
 
