@@ -120,8 +120,20 @@ def compatibility(env: Environment, *, started_at: str, onnx: float = 1.0) -> St
     )
 
 
+def verify(env: Environment, *, started_at: str) -> StageReport:
+    metrics = {
+        "device_available": Metric.of(1.0 if env.device_kind != "cpu" else 0.0, "bool", "higher"),
+        "device_count": Metric.of(float(env.device_count), "devices", "higher"),
+        "arch_compatible": Metric.of(1.0, "bool", "higher"),
+        "smoke_rel_error.matmul": Metric.of(5.3e-7, "ratio", "lower"),
+    }
+    checks = (Check("device.visible", "passed", group="device"), Check("smoke.matmul", "passed", group="smoke"))
+    return StageReport("verify_hip", "passed", started_at, 6.0, env, metrics, checks)
+
+
 def pipeline(env: Environment, *, started_at: str, **kw: float) -> list[StageReport]:
     return [
+        verify(env, started_at=started_at),
         functional(env, started_at=started_at, pass_rate=kw.get("pass_rate", 0.98), restore=kw.get("restore", 1.0)),
         performance(env, started_at=started_at, median_ms=kw.get("median_ms", 20.0), tail_ms=kw.get("tail_ms", 30.0)),
         compatibility(env, started_at=started_at),

@@ -4,6 +4,7 @@ non-empty page. Chromium comes from the system packages (scripts/setup_browser.s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ from gatekeeper.report.data import collect
 from gatekeeper.report.html import render_html
 from gatekeeper.workflow import run_evaluate
 from tests.release_history import MemoryStore, day, environment, pipeline, write_pipeline
+from tests.test_report import ANALYSIS
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWSER = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
@@ -76,10 +78,12 @@ def test_report_loads_without_console_errors_and_renders(tmp_path: Path) -> None
     env = environment()
     for k in range(1, 6):
         store.record(pipeline(env, started_at=day(k)), verdict="pass", pipeline_id=str(k))
-    art = write_pipeline(tmp_path / "art", pipeline(env, started_at=day(9), pass_rate=0.93, tail_ms=45.0))
+    base = write_pipeline(tmp_path / "base", pipeline(env, started_at=day(5)))
+    art = write_pipeline(tmp_path / "art", pipeline(env, started_at=day(9), pass_rate=0.88, tail_ms=45.0))
     run_evaluate(artifacts=art, gates_path=ROOT / "gates.yaml", out=art, environ={})
+    (art / "analysis.json").write_text(json.dumps(ANALYSIS))
     page = tmp_path / "report.html"
-    page.write_text(render_html(collect(art, history_store=store)), encoding="utf-8")
+    page.write_text(render_html(collect(art, history_store=store, baseline=str(base))), encoding="utf-8")
     shot = tmp_path / "report.png"
     messages, _ = _load(page, shot, tmp_path)
     assert messages == []

@@ -41,7 +41,7 @@ class Table:
 def number(value: float | None, unit: str = "") -> str:
     if value is None:
         return "—"
-    if unit == "ratio" and 0 <= value <= 1:
+    if unit == "ratio" and (value == 0 or 1e-3 <= value <= 1):
         return f"{value * 100:.4g}%"
     text = f"{value:.4g}"
     return f"{text} {unit}".strip() if unit and unit != "bool" else text
