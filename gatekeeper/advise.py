@@ -84,7 +84,15 @@ def _evidence_reasons(stable: ChannelEvidence, nightly: ChannelEvidence, arch: s
     if nightly.runs < 3:
         out.append(Reason("nightly-evidence", 1, f"only {nightly.runs} recorded nightly run(s) {on}: thin evidence"))
     share, s_share = nightly.blocked_share, stable.blocked_share
-    if share is not None:
+    if share is None:
+        out.append(
+            Reason(
+                "nightly-verdicts",
+                1,
+                f"no gate verdict recorded for the {nightly.runs} nightly run(s) {on} (the store keeps none)",
+            )
+        )
+    else:
         points = 3 if share >= 0.5 else 2 if share >= 0.2 else 1 if share > 0 else 0
         blocked = nightly.verdicts.get("blocked", 0)
         known = sum(v for k, v in nightly.verdicts.items() if k != "unknown")

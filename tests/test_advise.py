@@ -216,3 +216,11 @@ def test_run_advise_rejects_unknown_family() -> None:
 
     with pytest.raises(InputError, match="unknown family"):
         run_advise(AdviseInputs(model_family="rnn"))
+
+
+def test_runs_without_recorded_verdicts_are_weak_evidence() -> None:
+    nightly = ChannelEvidence("nightly", 1, {"unknown": 1}, 0.98, 1.0, 30.0)
+    a = advise(AdviseInputs(needs_nightly_feature=True, compat_owner="me"), {"nightly": nightly}, "cpu")
+    assert _rules(a)["nightly-verdicts"] == 1
+    assert _rules(a)["nightly-evidence"] == 1
+    assert a.risk == "medium"
