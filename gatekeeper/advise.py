@@ -110,14 +110,15 @@ def _evidence_reasons(stable: ChannelEvidence, nightly: ChannelEvidence, arch: s
     if nightly.op_pass_rate is not None:
         ref = stable.op_pass_rate
         if ref is not None:
-            drop = ref - nightly.op_pass_rate
+            diff = nightly.op_pass_rate - ref
+            drop = -diff
             points = 2 if drop >= 0.05 else 1 if drop >= 0.01 else 0
             out.append(
                 Reason(
                     "op-pass-rate",
                     points,
                     f"operator pass rate (median) nightly {_pct(nightly.op_pass_rate)} vs stable {_pct(ref)} "
-                    f"({-drop * 100:+.1f} points)",
+                    f"({diff * 100:+.1f} points)",
                 )
             )
         else:
