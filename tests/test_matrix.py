@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gatekeeper import cli
-from gatekeeper.matrix import build_matrix, find_release, lifecycle, load_matrix_file, version_key, write_matrix
+from gatekeeper.matrix import build_matrix, write_matrix
+from gatekeeper.releases import find_release, lifecycle, load_matrix_file, version_key
 from tests.release_history import MemoryStore, day, environment, pipeline
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -92,3 +92,16 @@ def test_report_loads_without_console_errors_and_renders(tmp_path: Path) -> None
     assert shot.stat().st_size > 60_000
     if os.environ.get("GATEKEEPER_SCREENSHOT"):  # refresh docs/report.png: GATEKEEPER_SCREENSHOT=docs/report.png
         shutil.copyfile(shot, os.environ["GATEKEEPER_SCREENSHOT"])
+
+
+def test_matrix_page_loads_without_console_errors(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from gatekeeper.matrix import write_matrix
+
+    store = MemoryStore()
+    store.record(pipeline(environment(), started_at=day(2)), verdict="pass", pipeline_id="7")
+    write_matrix(history=None, matrix_file=ROOT / "matrix.yaml", out=tmp_path, store=store, today=dt.date(2026, 12, 2))
+    messages, _ = _load(tmp_path / "matrix.html", tmp_path / "matrix.png", tmp_path, height=900)
+    assert messages == []
+    assert _png_size(tmp_path / "matrix.png") == (1280, 900)

@@ -70,3 +70,16 @@ def test_report_without_matplotlib_says_so(tmp_path: Path, monkeypatch: pytest.M
     assert "matplotlib is not installed, so the report has no plots" in html
     assert "<svg" not in html
     assert "<h2>Operators by category" in html
+
+
+def test_matplotlib_is_imported_lazily() -> None:
+    """The CLI and the report modules import without matplotlib; only drawing needs it."""
+    from gatekeeper import proc
+
+    code = (
+        "import sys, gatekeeper.cli, gatekeeper.report.html, gatekeeper.report.markdown, gatekeeper.matrix; "
+        "print('matplotlib' in sys.modules)"
+    )
+    result = proc.run([sys.executable, "-c", code], timeout=60, cwd=Path(__file__).resolve().parents[1])
+    assert result.ok, result.stderr
+    assert result.stdout.strip() == "False"

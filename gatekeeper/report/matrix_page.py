@@ -6,7 +6,8 @@ import csv
 import io
 from html import escape
 
-from gatekeeper.matrix import Cell, Column, Lifecycle, Matrix, Row, releases_shown
+from gatekeeper.matrix import Cell, Column, Matrix, Row, releases_shown
+from gatekeeper.releases import Lifecycle
 
 __all__ = ["to_csv", "to_html", "to_markdown"]
 
