@@ -49,6 +49,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         out=args.out or args.artifacts,
         baseline=args.baseline,
         channel=args.channel,
+        record=args.record,
     )
     print(f"gatekeeper: wrote {args.out or args.artifacts}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
     return _print_verdict(verdict)
@@ -65,6 +66,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
             channel=args.channel,
             model=args.model,
             baseline=args.baseline,
+            record=args.record,
             stages=tuple(args.stages.split(",")) if args.stages else (),
             stage_args=_stage_args(args.stage_arg),
             stage_timeout=args.stage_timeout,
@@ -173,6 +175,12 @@ def _add_release_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_advise)
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from gatekeeper.doctor import run_doctor
+
+    return run_doctor(capture=args.capture, from_dir=args.from_dir, output_format=args.format, timeout=args.timeout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gatekeeper",
@@ -198,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--channel", choices=["stable", "nightly"], help="default: $GATEKEEPER_CHANNEL, else the stages' own"
     )
     p.add_argument("--out", type=Path, help="where to write the verdict (default: the artifacts directory)")
+    p.add_argument("--record", metavar="STORE", help="also keep this run's results and verdict in a history store")
     p.set_defaults(handler=_cmd_evaluate)
 
     p = sub.add_parser("pipeline", help="run every stage, then evaluate (the whole job on one machine)")
@@ -207,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channel", choices=["stable", "nightly"])
     p.add_argument("--model", help="module:factory (default: the built-in demo model)")
     p.add_argument("--baseline", help="baseline store: DIR, sqlite:PATH, gitlab: or git:BRANCH")
+    p.add_argument("--record", metavar="STORE", help="keep this run's results and verdict in a history store")
     p.add_argument("--stages", help="comma-separated subset, in pipeline order (default: all)")
     p.add_argument(
         "--stage-arg", action="append", default=[], metavar="STAGE=ARGS", help="extra arguments for one stage"
@@ -215,6 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="reduced seeds, processes and trials: a fast smoke run")
     p.set_defaults(handler=_cmd_pipeline)
     _add_release_parsers(sub)
+
+    p = sub.add_parser(
+        "doctor",
+        help="check this machine's GPU stack (or a capture): what is installed, what will fail, what to do",
+        epilog="Exit codes: 0 no error finding, 1 an error finding (something will fail), 2 bad input.",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--capture", metavar="DIR", help="also save the raw tool outputs to DIR")
+    where.add_argument("--from", dest="from_dir", metavar="DIR", help="diagnose a capture instead of this machine")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per tool (rocm-smi can hang); default 20")
+    p.set_defaults(handler=_cmd_doctor)
 
     return parser
 

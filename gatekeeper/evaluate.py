@@ -127,15 +127,16 @@ def _evaluate_gate(
     if gate.stage in inputs.not_selected and gate.stage not in inputs.reports:
         return GateResult(outcome=Outcome.SKIPPED, reason=f"not evaluated: stage {gate.stage} was not selected", **base)
     mine = waived_checks.get(gate.name, [])
+    baseline = inputs.baselines.get(gate.stage or "") if gate.compare == "baseline" else None
+    if gate.compare == "baseline" and baseline is None and gate.stage in inputs.reports:
+        # Said before the metric is resolved: no statistic is computed for nothing.
+        note = inputs.baseline_notes.get(gate.stage or "", "no baseline store was given (--baseline)")
+        return _missing(gate, base, f"no comparable baseline: {note}")
     got = _resolve(gate, inputs, {w.check for w in mine})
     if not got.ok:
         return _missing(gate, base, got.missing)
     base |= {"value": got.value, "unit": got.unit}
-    if gate.compare == "baseline":
-        baseline = inputs.baselines.get(gate.stage or "")
-        if baseline is None:
-            note = inputs.baseline_notes.get(gate.stage or "", "no baseline store was given (--baseline)")
-            return _missing(gate, {**base, "value": got.value}, f"no comparable baseline: {note}")
+    if baseline is not None:
         ref = resolve(gate.metric, {baseline.stage: baseline})
         if not ref.ok:
             return _missing(gate, base, f"the baseline has no value: {ref.missing}")

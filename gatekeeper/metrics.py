@@ -53,20 +53,25 @@ def resolve(metric: str, reports: Mapping[str, StageReport], waived: Collection[
         )
     if name.startswith("checks.") and name.split(".", 1)[1] in CHECK_COUNTS:
         return _check_count(report, name.split(".", 1)[1], waived)
-    if name in report.metrics:
-        m = report.metrics[name]
-        if m.value is None:
-            return Resolved(None, m.unit, m.better, missing=f"{metric} was not measured in this run")
-        return Resolved(m.value, m.unit, m.better, samples=m.samples)
     base, _, stat = name.rpartition(".")
     if stat in STATISTICS and base in report.metrics:
+        # A statistic over a sampled metric: the stage's own estimate when it wrote one
+        # (stage.metric.p99), else computed here; the samples go along for the judge.
         m = report.metrics[base]
+        own = report.metrics.get(name)
+        if own is not None and own.value is not None:
+            return Resolved(own.value, own.unit or m.unit, m.better, base, stat, m.samples)
         flat = m.flat_samples
         if not flat:
             return Resolved(
                 None, m.unit, m.better, base, stat, missing=f"{stage}.{base} has no samples to take {stat} of"
             )
         return Resolved(_statistic(stat, flat), m.unit, m.better, base, stat, m.samples)
+    if name in report.metrics:
+        m = report.metrics[name]
+        if m.value is None:
+            return Resolved(None, m.unit, m.better, missing=f"{metric} was not measured in this run")
+        return Resolved(m.value, m.unit, m.better, samples=m.samples)
     known = ", ".join(sorted(report.metrics)[:8]) or "none"
     return Resolved(None, missing=f"{stage} reported no metric {name!r} (it has: {known})")
 

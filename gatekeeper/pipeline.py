@@ -35,6 +35,7 @@ class PipelineOptions:
     channel: str | None = None
     model: str | None = None
     baseline: str | None = None
+    record: str | None = None
     stages: tuple[str, ...] = ()  # empty: all
     stage_args: Mapping[str, Sequence[str]] = field(default_factory=dict)
     stage_timeout: float = 3600.0
@@ -66,6 +67,7 @@ def run_pipeline(options: PipelineOptions, environ: Mapping[str, str] | None = N
         channel=options.channel,
         environ=env,
         not_selected=frozenset(STAGES) - set(selected),
+        record=options.record,
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gatekeeper import files, schemas
 from gatekeeper.artifacts import StageReport, read_artifacts
-from gatekeeper.baseline import comparability, open_store
+from gatekeeper.baseline import RunInfo, comparability, open_store
 from gatekeeper.context import PipelineContext
 from gatekeeper.evaluate import Inputs, evaluate
 from gatekeeper.gates import Gates, load_gates
@@ -19,7 +19,7 @@ from gatekeeper.junit import JUnitSummary, expand, summarize
 from gatekeeper.render import to_junit, to_markdown, to_metrics_txt
 from gatekeeper.verdict import VERDICT_SCHEMA, Verdict
 
-__all__ = ["load_baselines", "read_junit", "resolve_channel", "run_evaluate", "write_outputs"]
+__all__ = ["load_baselines", "read_junit", "record_run", "resolve_channel", "run_evaluate", "write_outputs"]
 
 
 def run_evaluate(
@@ -32,6 +32,7 @@ def run_evaluate(
     environ: Mapping[str, str] | None = None,
     today: dt.date | None = None,
     not_selected: frozenset[str] = frozenset(),
+    record: str | None = None,
 ) -> Verdict:
     env = dict(os.environ if environ is None else environ)
     gates = load_gates(gates_path)
@@ -55,7 +56,24 @@ def run_evaluate(
         )
     )
     write_outputs(verdict, out)
+    if record:
+        record_run(record, reports, verdict, env)
     return verdict
+
+
+def record_run(spec: str, reports: Mapping[str, StageReport], verdict: Verdict, environ: Mapping[str, str]) -> None:
+    """Keep this run's stage results and verdict in a history store (for baselines, reports, the breaker)."""
+    ctx = PipelineContext.from_env(environ)
+    info = RunInfo(
+        ref=ctx.ref or ctx.tag,
+        commit=ctx.commit,
+        pipeline_id=ctx.pipeline_id,
+        verdict=verdict.result,
+        recorded_at=verdict.generated_at,
+    )
+    store = open_store(spec, environ)
+    for report in reports.values():
+        store.save(report, info)
 
 
 def resolve_channel(explicit: str | None, reports: Mapping[str, StageReport], environ: Mapping[str, str]) -> str:
