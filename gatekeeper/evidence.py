@@ -56,7 +56,10 @@ def collect_evidence(
             for info, report in history[(stage, ch)]:
                 if report.environment.arch != arch:
                     continue
-                key = info.pipeline_id or info.commit or report.started_at
+                # One pipeline's stages share its id, else the time its verdict was recorded.
+                key = info.pipeline_id or (
+                    f"{info.commit}@{info.recorded_at}" if info.recorded_at else report.started_at
+                )
                 p = pipelines.setdefault(key, {"at": info.recorded_at or report.started_at, "verdict": None})
                 p["verdict"] = p["verdict"] or info.verdict
                 p[stage] = report

@@ -224,3 +224,20 @@ def test_runs_without_recorded_verdicts_are_weak_evidence() -> None:
     assert _rules(a)["nightly-verdicts"] == 1
     assert _rules(a)["nightly-evidence"] == 1
     assert a.risk == "medium"
+
+
+def test_runs_recorded_outside_ci_group_by_record_time() -> None:
+    """``evaluate --record`` outside CI has no pipeline id: one run's stages share the record time."""
+    from dataclasses import replace
+
+    from gatekeeper.baseline import RunInfo
+
+    store = MemoryStore()
+    for n in (1, 2):
+        for k, r in enumerate(pipeline(environment(channel="nightly"), started_at=day(n))):
+            # each stage started at its own time, as in a real pipeline
+            staged = replace(r, started_at=day(n).replace("03:00", f"03:{10 * k:02d}"))
+            store.save(staged, RunInfo(verdict="blocked", recorded_at=day(n)))
+    ev, _ = collect_evidence(store, "gfx90a", 10, {})
+    assert ev["nightly"].runs == 2
+    assert ev["nightly"].verdicts == {"blocked": 2}
