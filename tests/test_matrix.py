@@ -150,3 +150,15 @@ def test_bad_matrix_file_is_one_line_with_position(
     assert len(err.splitlines()) == 1, err
     assert re.search(expect, err), err
     assert not out.exists()
+
+
+def test_docs_show_every_matrix_yaml_key() -> None:
+    from gatekeeper.schemas import load_schema
+
+    schema = load_schema("gatekeeper.matrix/v1")
+    docs = (ROOT / "docs" / "release.md").read_text()
+    keys = set(schema["properties"])
+    for name in ("release", "cve", "arch"):
+        keys |= set(schema["$defs"][name]["properties"])
+    missing = sorted(k for k in keys if f"{k}:" not in docs)
+    assert missing == []
