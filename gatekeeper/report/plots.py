@@ -94,11 +94,14 @@ def latency_plot(
             if x is None:
                 continue
             ax.axvline(x, color=color, linestyle=style, linewidth=1.2)
+            # P99 sits near the right edge: its label goes on the left of the line so it is never clipped.
+            right = label == "P50"
             ax.annotate(
-                f"{label} {x:.3g}",
-                (x, 0.5 if label == "P50" else 0.99),
-                xytext=(3, -12 if name == "baseline" else 4),
+                f"{label} {_short(x)}",
+                (x, 0.5 if right else 0.9),
+                xytext=(3 if right else -3, -12 if name == "baseline" else 4),
                 textcoords="offset points",
+                ha="left" if right else "right",
                 fontsize=8,
                 color=color,
             )
@@ -177,6 +180,10 @@ def precision_plot(errors: Mapping[str, Metric], limits: Mapping[str, float] | N
     return Plot(title, _svg(fig, "precision"))
 
 
+def _short(x: float) -> str:
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def _unit(unit: str) -> str:
     return {"bool": "0/1", "": "no unit"}.get(unit, unit)
 
@@ -223,7 +230,7 @@ def report_plots(data: Any) -> list[Plot]:
         if errors:
             plots.append(precision_plot(errors, _precision_limits(data)))
     env = data.environment
-    device = f"{env.device_kind} {env.arch}" if env else "?"
+    device = "?" if env is None else env.device_kind if env.arch == env.device_kind else f"{env.device_kind} {env.arch}"
     series = []
     for stage, metric in TREND_METRICS:
         runs = data.history.get(stage, ())
