@@ -93,7 +93,12 @@ def _evidence_reasons(stable: ChannelEvidence, nightly: ChannelEvidence, arch: s
             )
         )
     else:
-        points = 3 if share >= 0.5 else 2 if share >= 0.2 else 1 if share > 0 else 0
+        # Weigh what nightly adds over stable: when both are blocked alike, the setup (not the
+        # channel) is failing; a mostly blocked nightly still counts for something.
+        excess = round(share - (s_share or 0.0), 9)  # 0.3 - 0.1 must reach the 0.2 step
+        points = 3 if excess >= 0.5 else 2 if excess >= 0.2 else 1 if excess > 0 else 0
+        if share >= 0.5:
+            points = max(points, 2)
         blocked = nightly.verdicts.get("blocked", 0)
         known = sum(v for k, v in nightly.verdicts.items() if k != "unknown")
         s_known = sum(v for k, v in stable.verdicts.items() if k != "unknown")

@@ -241,3 +241,13 @@ def test_runs_recorded_outside_ci_group_by_record_time() -> None:
     ev, _ = collect_evidence(store, "gfx90a", 10, {})
     assert ev["nightly"].runs == 2
     assert ev["nightly"].verdicts == {"blocked": 2}
+
+
+@pytest.mark.parametrize(
+    ("nightly_blocked", "stable_blocked", "points"),
+    [(6, 6, 2), (3, 3, 0), (6, 1, 3), (3, 1, 2), (2, 0, 2)],
+)
+def test_blocked_share_is_weighed_against_stable(nightly_blocked: int, stable_blocked: int, points: int) -> None:
+    store = _history(nightly_blocked=nightly_blocked, stable_blocked=stable_blocked)
+    ev, arch = collect_evidence(store, "gfx90a", 10, {})
+    assert _rules(advise(AdviseInputs(compat_owner="me"), ev, arch))["nightly-verdicts"] == points
