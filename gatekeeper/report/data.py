@@ -43,7 +43,7 @@ class Run:
     @property
     def label(self) -> str:
         when = (self.info.recorded_at or self.report.started_at or "")[5:10]  # MM-DD: the year is in the table
-        who = (self.info.commit or "")[:7] or self.info.pipeline_id or ""
+        who = f"#{self.info.pipeline_id}" if self.info.pipeline_id else (self.info.commit or "")[:7]
         return "this run" if self.current else " ".join(x for x in (when, who) if x) or "?"
 
 
