@@ -54,7 +54,7 @@ with torch.no_grad():
     compiled(x)
 step_s = time.perf_counter() - t1
 from torch._dynamo.utils import counters
-hits = {k: v for k, v in counters["inductor"].items() if "cache" in k}
+hits = {f"{g}.{k}": v for g in ("inductor", "aot_autograd") for k, v in counters[g].items() if "cache" in k or "hit" in k}
 print(json.dumps({"compile_s": compile_s, "step_s": step_s,
                   "max_abs_diff": float((out - ref).abs().max()), "counters": hits}))
 """
