@@ -15,7 +15,14 @@ from gatekeeper.cache_integrity import check_and_quarantine
 from gatekeeper.cache_usage import CacheStats, begin, collect_stats, parse_size, prune
 from gatekeeper.errors import InputError
 from gatekeeper.exitcodes import ExitCode
-from gatekeeper.kernel_cache import cache_env, cache_fingerprint, cache_key, cache_root, export_lines
+from gatekeeper.kernel_cache import (
+    cache_env,
+    cache_fingerprint,
+    cache_key,
+    cache_root,
+    export_lines,
+    link_inductor_headers,
+)
 
 __all__ = ["env_command", "key_command", "prune_command", "stage_metrics", "stats_command"]
 
@@ -43,6 +50,7 @@ def env_command(
     *,
     root: str | None = None,
     as_json: bool = False,
+    keep_headers: bool = False,
     environ: Mapping[str, str] | None = None,
     out: TextIO | None = None,
 ) -> int:
@@ -50,6 +58,9 @@ def env_command(
     variables = {"GATEKEEPER_CACHE_DIR": str(base), **cache_env(base, environ)}
     for value in variables.values():
         Path(value).mkdir(parents=True, exist_ok=True)  # MIOpen refuses a user db dir that does not exist
+    if keep_headers:
+        # stderr: stdout is eval'd by the job's shell.
+        print(f"gatekeeper: cache: {link_inductor_headers(base)}", file=sys.stderr)
     _stdout(out).write(json.dumps(variables, indent=2) + "\n" if as_json else export_lines(variables))
     return ExitCode.PASS
 

@@ -187,7 +187,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "key":
         return cc.key_command(as_json=args.json)
     if args.action == "env":
-        return cc.env_command(root=args.root, as_json=args.json)
+        return cc.env_command(root=args.root, as_json=args.json, keep_headers=args.keep_inductor_headers)
     if args.action == "stats":
         return cc.stats_command(root=args.root, start=args.begin, as_json=args.json, out_file=args.out, into=args.into)
     return cc.prune_command(root=args.root, max_size=args.max_size)
@@ -241,6 +241,11 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     a = acts.add_parser("env", help="print export lines pointing every compiler cache under one root")
     a.add_argument("--json", action="store_true")
     a.add_argument("--root", help="cache root (default $GATEKEEPER_CACHE_DIR or .gatekeeper-cache)")
+    a.add_argument(
+        "--keep-inductor-headers",
+        action="store_true",
+        help="link $TMPDIR/torchinductor_$USER/precompiled_headers into the root (CI jobs, with a job-local TMPDIR)",
+    )
     a = acts.add_parser("stats", help="sizes, file counts, entries used/created; corrupt entries moved aside")
     a.add_argument("--root")
     a.add_argument(

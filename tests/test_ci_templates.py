@@ -270,7 +270,8 @@ def test_cache_is_keyed_and_inside_the_project(jobs: dict[str, Any]) -> None:
         for path in cache["paths"]:
             assert not path.startswith(("/", "..", "$")), path
         assert not job["variables"]["GATEKEEPER_CACHE_DIR"].startswith("/")
-        assert 'eval "$(gatekeeper cache env)"' in job["before_script"]
+        assert 'eval "$(gatekeeper cache env --keep-inductor-headers)"' in job["before_script"]
+        assert 'export TMPDIR="$PWD/.gatekeeper-tmp" && mkdir -p "$TMPDIR"' in job["before_script"]
 
 
 def test_device_required_selects_gpu_runners() -> None:

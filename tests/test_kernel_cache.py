@@ -4,6 +4,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from gatekeeper.kernel_cache import (
     cache_key,
     cache_root,
     export_lines,
+    link_inductor_headers,
 )
 
 # ---------------------------------------------------------------- root, env, key
@@ -44,11 +46,37 @@ def test_export_lines_are_shell_safe(tmp_path: Path) -> None:
     assert out.stdout == "/x y/$HOME|plain"
 
 
-def test_cli_env_prints_exports_and_makes_dirs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_env_prints_exports_and_makes_dirs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # never link in the real /tmp
     assert main(["cache", "env", "--root", str(tmp_path / "c")]) == 0
-    out = capsys.readouterr().out
-    assert f"export GATEKEEPER_CACHE_DIR={tmp_path / 'c'}" in out
+    captured = capsys.readouterr()
+    assert f"export GATEKEEPER_CACHE_DIR={tmp_path / 'c'}" in captured.out
     assert (tmp_path / "c" / "miopen" / "db").is_dir()
+    assert not (tmp_path / "tmp").exists(), "headers are linked only on request"
+    assert main(["cache", "env", "--root", str(tmp_path / "c"), "--keep-inductor-headers"]) == 0
+    captured = capsys.readouterr()
+    assert all(line.startswith("export ") for line in captured.out.splitlines()), "stdout is eval'd"
+    assert "inductor headers kept in" in captured.err
+
+
+def test_link_inductor_headers(tmp_path: Path) -> None:
+    root, tmp = tmp_path / "root", str(tmp_path / "tmp")
+    msg = link_inductor_headers(root, tmpdir=tmp, user="ci")
+    link = tmp_path / "tmp" / "torchinductor_ci" / "precompiled_headers"
+    assert link.is_symlink()
+    assert link.resolve() == (root / "inductor_pch").resolve()
+    assert "kept in" in msg
+    assert "already" in link_inductor_headers(root, tmpdir=tmp, user="ci")
+    # a dangling link from an older build directory is replaced
+    other = tmp_path / "other"
+    assert "kept in" in link_inductor_headers(other, tmpdir=tmp, user="ci")
+    assert link.resolve() == (other / "inductor_pch").resolve()
+    # a real directory there is left alone
+    real = tmp_path / "tmp2" / "torchinductor_ci" / "precompiled_headers"
+    real.mkdir(parents=True)
+    assert "stay in" in link_inductor_headers(root, tmpdir=str(tmp_path / "tmp2"), user="ci")
 
 
 FP = {

@@ -106,7 +106,7 @@ def make_repo(base: Path, inputs: dict[str, Any], extra: str = "") -> Path:
     shutil.copy(ROOT / "ci-templates" / "gatekeeper.yml", repo / "ci" / "gatekeeper.yml")
     (repo / "gates.yaml").write_text(SAMPLE_GATES)
     (repo / ".gitlab-ci.yml").write_text(_pipeline(inputs, extra))
-    (repo / ".gitignore").write_text(".gitlab-ci-local/\nartifacts/\n.gatekeeper-cache/\n")
+    (repo / ".gitignore").write_text(".gitlab-ci-local/\nartifacts/\n.gatekeeper-cache/\n.gatekeeper-tmp/\n")
     # The jobs call `gatekeeper`: this checkout, run by the interpreter running the tests.
     shim = base / "bin" / "gatekeeper"
     shim.parent.mkdir()
