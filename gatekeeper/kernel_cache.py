@@ -140,7 +140,7 @@ def link_inductor_headers(root: str | Path, tmpdir: str | None = None, user: str
 
     Inductor writes them (about 150 MB) to $TMPDIR/torchinductor_$USER/precompiled_headers
     whatever TORCHINDUCTOR_CACHE_DIR says, and rebuilds them in every fresh job even
-    when every compiled graph comes from the cache (18 of 23 s of a warm first call
+    when every compiled graph comes from the cache (17 of 19.5 s of a warm first call
     here, benchmarks/README.md). A symlink from there into the root lets GitLab keep them.
     """
     target = Path(root).resolve() / HEADERS_SUBDIR
