@@ -28,6 +28,20 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     return load_stage(args.name).main(args.stage_args)
 
 
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from gatekeeper.analyze import analyze
+
+    analyze(
+        logs=args.logs,
+        artifacts=args.artifacts,
+        known_issues=args.known_issues,
+        fmt=args.format,
+        out=args.out,
+        bundle=args.bundle,
+    )
+    return ExitCode.PASS  # a diagnosis of any category is a success of the analysis
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gatekeeper",
@@ -42,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="verify_hip, functional_test, performance_baseline or compatibility_check")
     p.add_argument("stage_args", nargs=argparse.REMAINDER)
     p.set_defaults(handler=_cmd_stage)
+
+    p = sub.add_parser("analyze", help="classify a failed job's logs: category, known issue, remediation")
+    p.add_argument("logs", nargs="*", help="log files (gzip ok; - for stdin; default: --artifacts/*.log, else stdin)")
+    p.add_argument("--artifacts", help="stage artifacts directory: environment and failed checks are evidence too")
+    p.add_argument("--known-issues", help="the repository's known-issues.yaml (added to the built-in signatures)")
+    p.add_argument("--format", choices=["json", "md", "text"], default="text")
+    p.add_argument("--out", help="write the diagnosis here (atomically) instead of stdout")
+    p.add_argument("--bundle", help="for an unknown failure, write a reproduction bundle into this directory")
+    p.set_defaults(handler=_cmd_analyze)
 
     return parser
 
