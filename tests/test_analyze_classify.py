@@ -176,3 +176,17 @@ def test_matches_are_capped_per_rule(rules):
     d = _classify_text(rules, "Segmentation fault\n" * 1000)
     assert len(d.matches) == 5
     assert d.category == "segfault"
+
+
+def test_fallback_without_aho_corasick_finds_the_same(rules):
+    log = (LOGS / "gpu_hang_or_timeout__rocm-5259-gfx942.log").read_text() * 3
+    with_ac = Classifier(rules)
+    plain = Classifier(rules, chunk_bytes=1000)
+    plain._automaton = None  # the bytes.find path used when ahocorasick-rs is missing
+    for clf in (with_ac, plain):
+        clf.scan(io.BytesIO(log.encode()), "job.log")
+    assert with_ac._automaton is not None
+    assert with_ac.evidence.counts == plain.evidence.counts
+    assert [m.line for m in with_ac.evidence.matches["gpu-hang"]] == [
+        m.line for m in plain.evidence.matches["gpu-hang"]
+    ]
