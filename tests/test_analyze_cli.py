@@ -127,12 +127,19 @@ def test_unknown_failure_writes_a_runnable_bundle(tmp_path, capsys, monkeypatch)
     assert doc["category"] == "unknown"
     assert doc["bundle"] == str(bundle)
     names = sorted(p.name for p in bundle.iterdir())
-    assert names == ["README.txt", "analysis.json", "cases.json", "environment.txt", "log-excerpt.txt", "repro.py"]
+    assert names == [
+        "README.txt",
+        "analysis.json",
+        "cases.json",
+        "doctor-capture",
+        "environment.txt",
+        "log-excerpt.txt",
+        "repro.py",
+    ]
+    assert "gatekeeper doctor" in (bundle / "environment.txt").read_text()
     assert json.loads((bundle / "cases.json").read_text())[0]["seed"] == 7
     assert "frobnicator exploded" in (bundle / "log-excerpt.txt").read_text()
-    env_text = (bundle / "environment.txt").read_text()
-    assert "GATEKEEPER_TEST_TOKEN=[REDACTED]" in env_text
-    assert "s3cr3t-value-123" not in "".join(p.read_text() for p in bundle.iterdir())
+    assert "s3cr3t-value-123" not in "".join(p.read_text() for p in bundle.rglob("*") if p.is_file())
     run = subprocess.run(
         [sys.executable, "repro.py"], cwd=bundle, check=False, capture_output=True, text=True, timeout=120
     )
@@ -156,3 +163,19 @@ def test_script_wrapper(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["category"] == "device_oom"
+
+
+def test_bundle_without_doctor_captures_redacted_environment(tmp_path, monkeypatch):
+    from gatekeeper.analyze import classify_logs
+    from gatekeeper.analyze.bundle import write_bundle
+    from gatekeeper.analyze.rules import load_rules
+
+    monkeypatch.setenv("GATEKEEPER_TEST_TOKEN", "s3cr3t-value-123")
+    log = tmp_path / "job.log"
+    log.write_text("Traceback (most recent call last):\nValueError: s3cr3t-value-123 leaked\n")
+    diagnosis = classify_logs([log], rules=load_rules())
+    write_bundle(tmp_path / "b", diagnosis, doctor_available=False)
+    env_text = (tmp_path / "b" / "environment.txt").read_text()
+    assert "GATEKEEPER_TEST_TOKEN=[REDACTED]" in env_text
+    assert "not available" in (tmp_path / "b" / "README.txt").read_text()
+    assert "s3cr3t-value-123" not in "".join(p.read_text() for p in (tmp_path / "b").iterdir())

@@ -1,7 +1,8 @@
 """Reproduction bundle for a failure no signature knows: what an upstream bug report needs.
 
-``<dir>/environment.txt`` (``gatekeeper doctor --capture`` when this gatekeeper
-has it, else the redacted environment variables), ``repro.py`` + ``cases.json``
+``<dir>/environment.txt`` (``gatekeeper doctor --capture`` output, raw tool
+outputs in ``doctor-capture/``; the redacted environment variables when doctor
+is missing or fails), ``repro.py`` + ``cases.json``
 (the failing checks' op, shapes, dtypes and seed, where the stage recorded
 them), ``log-excerpt.txt``, ``analysis.json`` and a README.
 """
@@ -145,10 +146,15 @@ def write_bundle(directory: str | Path, diagnosis: Diagnosis, *, doctor_availabl
 
 def _environment(directory: Path, doctor_available: bool) -> str:
     if doctor_available:
-        result = proc.run([sys.executable, "-m", "gatekeeper", "doctor", "--capture"], timeout=DOCTOR_TIMEOUT_S)
-        if result.ok:
+        capture = directory / "doctor-capture"
+        result = proc.run(
+            [sys.executable, "-m", "gatekeeper", "doctor", "--capture", str(capture), "--timeout", "20"],
+            timeout=DOCTOR_TIMEOUT_S,
+        )
+        # doctor exits 1 when it finds an error on this machine: still a valid capture.
+        if result.returncode in (0, 1) and not result.timed_out:
             files.atomic_write(directory / "environment.txt", redact(result.stdout))
-            return "environment.txt: gatekeeper doctor --capture"
+            return "environment.txt: gatekeeper doctor --capture (raw tool outputs in doctor-capture/)"
         note = f"gatekeeper doctor --capture failed ({result.describe()}); environment variables instead"
     else:
         note = "gatekeeper doctor is not available in this version; environment variables only"
