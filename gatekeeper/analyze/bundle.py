@@ -10,6 +10,7 @@ them), ``log-excerpt.txt``, ``analysis.json`` and a README.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -147,9 +148,13 @@ def write_bundle(directory: str | Path, diagnosis: Diagnosis, *, doctor_availabl
 def _environment(directory: Path, doctor_available: bool) -> str:
     if doctor_available:
         capture = directory / "doctor-capture"
+        # The child must import this same gatekeeper, installed or not (a checkout run from elsewhere).
+        here = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
         result = proc.run(
             [sys.executable, "-m", "gatekeeper", "doctor", "--capture", str(capture), "--timeout", "20"],
             timeout=DOCTOR_TIMEOUT_S,
+            env=env,
         )
         # doctor exits 1 when it finds an error on this machine: still a valid capture.
         if result.returncode in (0, 1) and not result.timed_out:
