@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from fake_http import FakeServer, Reply, refused_url
 
 from gatekeeper.gitlab import GitLabClient, GitLabError, client_from_env
+from tests.fake_http import FakeServer, Reply, refused_url
 
 TOKEN = "glpat-SECRETsecretSECRET1234"
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import re
 
-from fake_http import FakeServer, Reply, Seen
-from notify_inputs import write_analysis, write_verdict
-
 from gatekeeper.notify import notify_gitlab, resend
 from gatekeeper.notify.gitlab_note import MARKER, STATUS_NAME
+from tests.fake_http import FakeServer, Reply, Seen
+from tests.notify_inputs import write_analysis, write_verdict
 
 TOKEN = "glpat-SECRETsecretSECRET1234"
 MR = {"pipeline_source": "merge_request_event", "mr_iid": "7", "target_branch": "main", "ref": "feature/x"}

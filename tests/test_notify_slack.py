@@ -7,8 +7,6 @@ import json
 import logging
 
 import pytest
-from fake_http import FakeServer, Reply, refused_url
-from notify_inputs import SECRET_HOOK_PART, write_analysis, write_verdict
 
 from gatekeeper.cli import main
 from gatekeeper.notify import notify_slack, resend
@@ -16,6 +14,8 @@ from gatekeeper.notify.alert import load_alert, severity_of
 from gatekeeper.notify.slack import SlackSendError, SlackTarget, send
 from gatekeeper.notify.slack_message import HEADER_MAX, MAX_BLOCKS, SECTION_MAX, build_message
 from gatekeeper.verdict import GateResult, Outcome
+from tests.fake_http import FakeServer, Reply, refused_url
+from tests.notify_inputs import SECRET_HOOK_PART, write_analysis, write_verdict
 
 
 def _env(url: str) -> dict[str, str]:
