@@ -118,3 +118,16 @@ def test_final_failure_is_spooled_redacted_and_resent_later(tmp_path, capsys):
     assert lines[-1] == "gatekeeper: notify --resend: 1 sent, 0 still pending, 0 unreadable"
     assert [n for n in gl.notes if MARKER in n["body"]]
     assert not list((spool_dir / "pending").glob("*.json"))
+
+
+def test_cli_wiring(tmp_path, capsys):
+    from gatekeeper.cli import main
+
+    verdict = write_verdict(tmp_path, context=MR)
+    assert main(["notify", "gitlab", "--verdict", str(verdict)]) == 0
+    assert main(["notify", "--resend", "--spool", str(tmp_path / "alerts")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2
+    assert "GATEKEEPER_GITLAB_TOKEN or CI_API_V4_URL not set" in err[0]
+    assert err[1] == "gatekeeper: notify --resend: 0 sent, 0 still pending, 0 unreadable"
+    assert main(["notify", "gitlab", "--verdict", str(tmp_path / "missing.json")]) == 2

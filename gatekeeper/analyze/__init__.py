@@ -17,6 +17,7 @@ from gatekeeper.analyze.diagnosis import Diagnosis, diagnose, environment_finger
 from gatekeeper.analyze.render import FORMATS, render
 from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
 from gatekeeper.artifacts import read_artifacts
+from gatekeeper.errors import InputError
 
 __all__ = ["CATEGORIES", "FORMATS", "analyze", "classify_logs", "doctor_available"]
 
@@ -64,6 +65,10 @@ def analyze(
     """The whole workflow; returns the diagnosis after writing ``out`` (or stdout) and the bundle."""
     rules = load_rules(known_issues)
     if not logs:
+        if artifacts is None and sys.stdin.isatty():
+            raise InputError(
+                None, "LOG", "no log given and stdin is a terminal", "pass log files, --artifacts or a pipe"
+            )
         logs = sorted(Path(artifacts).glob("*.log")) if artifacts is not None else ["-"]
     diagnosis = classify_logs(logs, rules=rules, artifacts=artifacts)
     if bundle is not None and diagnosis.category == "unknown":
