@@ -108,6 +108,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         fmt=args.format,
         out=args.out,
         bundle=args.bundle,
+        gates=args.gates,
     )
     return ExitCode.PASS  # a diagnosis of any category is a success of the analysis
 
@@ -203,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["json", "md", "text"], default="text")
     p.add_argument("--out", help="write the diagnosis here (atomically) instead of stdout")
     p.add_argument("--bundle", help="for an unknown failure, write a reproduction bundle into this directory")
+    p.add_argument("--gates", help="gates.yaml: check the waivers known issues name, report the matching waiver")
     p.set_defaults(handler=_cmd_analyze)
 
     p = sub.add_parser(

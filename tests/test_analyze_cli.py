@@ -179,3 +179,38 @@ def test_bundle_without_doctor_captures_redacted_environment(tmp_path, monkeypat
     assert "GATEKEEPER_TEST_TOKEN=[REDACTED]" in env_text
     assert "not available" in (tmp_path / "b" / "README.txt").read_text()
     assert "s3cr3t-value-123" not in "".join(p.read_text() for p in (tmp_path / "b").iterdir())
+
+
+def test_gates_file_checks_the_named_waiver_and_reports_it(tmp_path, capsys, repo_root):
+    import yaml
+
+    gates = yaml.safe_load((repo_root / "gates.yaml").read_text())
+    gates["waivers"] = [
+        {"gate": "precision", "reason": "MIOpen fp16 conv ulp", "owner": "ml-infra", "expires": "2099-01-31"}
+    ]
+    gates_path = tmp_path / "gates.yaml"
+    gates_path.write_text(yaml.safe_dump(gates))
+    ki = tmp_path / "known-issues.yaml"
+    ki.write_text(
+        "issues:\n"
+        "  - id: conv-fp16\n"
+        "    category: numerical_mismatch\n"
+        "    priority: 60\n"
+        "    patterns: ['conv2d_float16']\n"
+        "    explanation: fp16 conv differs by one ulp.\n"
+        "    remediation: [Wait for the MIOpen fix]\n"
+        "    waiver: precision\n"
+    )
+    log = tmp_path / "job.log"
+    log.write_text("FAILED test_conv2d_float16\n")
+    args = ["analyze", str(log), "--known-issues", str(ki), "--gates", str(gates_path)]
+    assert main([*args, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["waiver_detail"]["owner"] == "ml-infra"
+    assert doc["waiver_detail"]["expired"] is False
+    assert main([*args, "--format", "text"]) == 0
+    assert "gate `precision` is waived (MIOpen fp16 conv ulp; ml-infra, until 2099-01-31)" in capsys.readouterr().out
+    ki.write_text(ki.read_text().replace("waiver: precision", "waiver: precisoin"))
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"gatekeeper: {ki}:8:13: issues[conv-fp16].waiver: 'precisoin' is not a gate in")

@@ -7,6 +7,7 @@ reproduction bundle for failures no signature knows.
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
 from gatekeeper.artifacts import read_artifacts
 from gatekeeper.errors import InputError
 
-__all__ = ["CATEGORIES", "FORMATS", "analyze", "classify_logs", "doctor_available"]
+__all__ = ["CATEGORIES", "FORMATS", "analyze", "classify_logs", "doctor_available", "waiver_status"]
 
 
 def classify_logs(
@@ -39,6 +40,27 @@ def classify_logs(
         # A failed check's message is evidence too (a stage may have caught the error).
         classifier.scan_text(check.message, f"{check.stage}.json#{check.name}")
     return diagnose(classifier.evidence, rules, environment=environment_fingerprint(reports), checks=checks)
+
+
+def waiver_status(rules: RuleSet, gates_path: str | Path, today: dt.date | None = None) -> dict[str, dict]:
+    """Check that every waiver a known issue names is a gate in gates.yaml; gate -> its waiver there."""
+    from gatekeeper.gates import load_gates
+
+    gates = load_gates(gates_path)
+    names = {g.name for g in gates.gates}
+    for rule in rules.rules:
+        if rule.waiver and rule.waiver not in names:
+            raise InputError(
+                rule.source,
+                rule.waiver_at,
+                f"issues[{rule.id}].waiver: {rule.waiver!r} is not a gate in {gates_path}",
+                f"one of: {', '.join(sorted(names))}",
+            )
+    today = today or dt.datetime.now(dt.timezone.utc).date()
+    status: dict[str, dict] = {}
+    for waiver in gates.waivers:
+        status[waiver.gate] = {**waiver.to_dict(), "expired": waiver.expired(today)}
+    return status
 
 
 def doctor_available() -> bool:
@@ -61,9 +83,11 @@ def analyze(
     fmt: str = "text",
     out: str | Path | None = None,
     bundle: str | Path | None = None,
+    gates: str | Path | None = None,
 ) -> Diagnosis:
     """The whole workflow; returns the diagnosis after writing ``out`` (or stdout) and the bundle."""
     rules = load_rules(known_issues)
+    waivers = waiver_status(rules, gates) if gates is not None else None
     if not logs:
         if artifacts is None and sys.stdin.isatty():
             raise InputError(
@@ -71,6 +95,10 @@ def analyze(
             )
         logs = sorted(Path(artifacts).glob("*.log")) if artifacts is not None else ["-"]
     diagnosis = classify_logs(logs, rules=rules, artifacts=artifacts)
+    if waivers is not None and diagnosis.waiver:
+        from dataclasses import replace
+
+        diagnosis = replace(diagnosis, waiver_detail=waivers.get(diagnosis.waiver, {"gate": diagnosis.waiver}))
     if bundle is not None and diagnosis.category == "unknown":
         from dataclasses import replace
 

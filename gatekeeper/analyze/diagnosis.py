@@ -70,6 +70,7 @@ class Diagnosis:
     rule_source: str | None = None
     bundle: str | None = None
     excerpt: tuple[str, ...] = ()
+    waiver_detail: Mapping[str, Any] | None = None  # the gate's waiver in gates.yaml (with --gates)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +79,7 @@ class Diagnosis:
             "known_issue": self.known_issue,
             "rule_source": self.rule_source,
             "waiver": self.waiver,
+            "waiver_detail": dict(self.waiver_detail) if self.waiver_detail is not None else None,
             "confidence": self.confidence,
             "explanation": self.explanation,
             "remediation": list(self.remediation),

@@ -30,7 +30,7 @@ def _title(d: Diagnosis) -> str:
 def _markdown(d: Diagnosis) -> str:
     out = [f"### Failure analysis: {_title(d)}", "", d.explanation, ""]
     if d.waiver:
-        out += [f"Covered by a waiver on gate `{d.waiver}` in gates.yaml.", ""]
+        out += [f"Waiver: {_waiver_text(d)}", ""]
     if d.remediation:
         out += ["**What to try**", ""] + [f"{i}. {step}" for i, step in enumerate(d.remediation, 1)] + [""]
     if d.matches:
@@ -58,7 +58,7 @@ def _markdown(d: Diagnosis) -> str:
 def _text(d: Diagnosis) -> str:
     out = [f"failure analysis: {_title(d)}", f"  {d.explanation}"]
     if d.waiver:
-        out.append(f"  waiver: gate {d.waiver}")
+        out.append(f"  waiver: {_waiver_text(d)}")
     for m in d.matches[:_SHOWN]:
         out.append(f"  {m.source}:{m.line} [{m.rule}] {m.text}")
     if d.remediation:
@@ -75,6 +75,16 @@ def _text(d: Diagnosis) -> str:
     if d.bundle:
         out.append(f"reproduction bundle: {d.bundle}")
     return "\n".join(out) + "\n"
+
+
+def _waiver_text(d: Diagnosis) -> str:
+    w = d.waiver_detail
+    if w is None:
+        return f"the known issue names gate `{d.waiver}` (pass --gates to check its waiver)"
+    if "expires" not in w:
+        return f"the known issue names gate `{d.waiver}`, but gates.yaml has no waiver for it"
+    state = "EXPIRED on" if w.get("expired") else "until"
+    return f"gate `{d.waiver}` is waived ({w.get('reason')}; {w.get('owner')}, {state} {w.get('expires')})"
 
 
 def _one_line(text: str) -> str:

@@ -63,6 +63,7 @@ class Rule:
     within: int = 0
     waiver: str | None = None
     source: str = "builtin"
+    waiver_at: str = ""  # line:col of the waiver in its file, for errors
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,6 +141,7 @@ def _rule(entry: Mapping[str, Any], source: str, position: Any, path: Path) -> R
         within=preceded["within"] if preceded else 0,
         waiver=entry.get("waiver"),
         source=source,
+        waiver_at=position(["waiver"]) if entry.get("waiver") else "",
     )
 
 
