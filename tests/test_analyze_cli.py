@@ -214,3 +214,18 @@ def test_gates_file_checks_the_named_waiver_and_reports_it(tmp_path, capsys, rep
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"gatekeeper: {ki}:8:13: issues[conv-fp16].waiver: 'precisoin' is not a gate in")
+
+
+def test_tokens_in_logs_do_not_reach_the_report(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MY_API_TOKEN", "tok-1234567890")
+    log = tmp_path / "job.log"
+    log.write_text(
+        "curl -H 'PRIVATE-TOKEN: glpat-abcdefghij0123456789' https://x\n"
+        "echo tok-1234567890\n"
+        "RuntimeError: HIP error: out of memory\n"
+    )
+    assert main(["analyze", str(log), "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["category"] == "device_oom"
+    assert "glpat-abcdefghij0123456789" not in out
+    assert "tok-1234567890" not in out

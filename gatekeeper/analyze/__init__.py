@@ -19,6 +19,7 @@ from gatekeeper.analyze.render import FORMATS, render
 from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
 from gatekeeper.artifacts import read_artifacts
 from gatekeeper.errors import InputError
+from gatekeeper.redact import redact
 
 __all__ = ["CATEGORIES", "FORMATS", "analyze", "classify_logs", "doctor_available", "waiver_status"]
 
@@ -106,7 +107,8 @@ def analyze(
 
         diagnosis = replace(diagnosis, bundle=str(bundle))
         write_bundle(bundle, diagnosis, doctor_available=doctor_available())
-    text = render(diagnosis, fmt)
+    # Logs can contain tokens (local runs are not masked like GitLab job logs): the report must not.
+    text = redact(render(diagnosis, fmt))
     if out is not None:
         files.atomic_write(out, text)
     else:

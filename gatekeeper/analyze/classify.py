@@ -111,20 +111,20 @@ class Classifier:
     def _hits(self, low: bytes) -> dict[int, list[tuple[int, re.Pattern[str]]]]:
         """Line start -> the patterns whose required literal occurs in that line."""
         if self._automaton is not None:
-            # (keyword, start, end) ordered by end: the hits of one line are adjacent.
+            # (keyword, start, end); the hits of one line are mostly adjacent.
             found = self._automaton.find_matches_as_indexes(low, overlapping=True)
             positions = ((end - 1, k) for k, _start, end in found)
         else:
             positions = iter(sorted(_find_all(low, [kw for kw, _ in self._index])))
         hits: dict[int, list[tuple[int, re.Pattern[str]]]] = {}
-        line_end = -1
-        keywords: set[int] = set()
+        keywords_of: dict[int, set[int]] = {}
+        line_start, line_end = 0, -1
         for pos, k in positions:
-            if pos > line_end:
-                keywords = set()
-                start = low.rfind(b"\n", 0, pos) + 1
+            if not line_start <= pos <= line_end:  # usually the same line as the previous hit
+                line_start = low.rfind(b"\n", 0, pos) + 1
                 line_end = low.find(b"\n", pos)
-                hits[start] = targets = []
+                targets = hits.setdefault(line_start, [])
+                keywords = keywords_of.setdefault(line_start, set())
             if k not in keywords:
                 keywords.add(k)
                 targets.extend(self._index[k][1])
