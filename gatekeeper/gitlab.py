@@ -68,12 +68,19 @@ class GitLabClient:
             wait = self.backoff_s * (2**attempt)
             try:
                 resp = self.session.request(method, url, json=json, params=params, timeout=self.timeout)  # type: ignore[union-attr]
-            except (requests.ConnectionError, requests.Timeout) as err:
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
                 last, status = f"{type(err).__name__}: {err}", None
+            except requests.RequestException as err:  # a bad URL and the like: retrying cannot help
+                last, status = f"{type(err).__name__}: {err}", None
+                break
             else:
                 status = resp.status_code
                 if resp.ok:
-                    return resp.json() if resp.content else None
+                    try:
+                        return resp.json() if resp.content else None
+                    except ValueError:
+                        last = f"HTTP {resp.status_code} but not JSON: {resp.text[:200]}"
+                        break
                 last = f"HTTP {resp.status_code}: {resp.text[:300]}"
                 if resp.status_code not in RETRY_STATUSES:
                     break

@@ -65,3 +65,10 @@ def test_client_from_env_needs_url_and_token():
     assert client_from_env({"GATEKEEPER_GITLAB_TOKEN": TOKEN}) is None
     assert client_from_env({"CI_API_V4_URL": "https://gl/api/v4", "GATEKEEPER_GITLAB_TOKEN": TOKEN}) is not None
     assert _client("http://h").project_path("group/sub/repo") == "/projects/group%2Fsub%2Frepo"
+
+
+def test_non_json_success_and_bad_url_are_errors_not_crashes():
+    with FakeServer(default=Reply(200, "<html>proxy login</html>")) as srv, pytest.raises(GitLabError, match="JSON"):
+        _client(srv.url).request("GET", "/x")
+    with pytest.raises(GitLabError, match=r"InvalidURL|MissingSchema|InvalidSchema"):
+        GitLabClient(api_url="nota://url", token=TOKEN, retries=0).request("GET", "/x")
