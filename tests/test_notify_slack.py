@@ -227,3 +227,9 @@ def test_cli_exit_codes(tmp_path, capsys, monkeypatch):
     assert main(["notify", "slack", "--verdict", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"gatekeeper: {bad}:1:2: invalid JSON")
+    analysis = tmp_path / "analysis.json"
+    analysis.write_text('{"category": "device_oom", "confidence": "high"}')
+    assert main(["notify", "slack", "--verdict", str(write_verdict(tmp_path)), "--analysis", str(analysis)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gatekeeper: {analysis}:confidence: unexpected type str; hint: pass the output of gatekeeper analyze --format json"
+    )

@@ -69,6 +69,19 @@ def severity_of(alert: Alert, *, recovered: bool = False) -> str:
     return "warning"
 
 
+def _check_analysis(doc: Any, path: str | Path) -> None:
+    """The fields the messages use, with the types they need (the file may come from an older run)."""
+    hint = "pass the output of gatekeeper analyze --format json"
+    if not isinstance(doc, dict) or not isinstance(doc.get("category"), str):
+        raise InputError(path, "category", "not a failure analysis", hint)
+    expected = {"confidence": (int, float), "remediation": list, "matches": list, "explanation": str}
+    for key, kind in expected.items():
+        if key in doc and not isinstance(doc[key], kind):
+            raise InputError(path, key, f"unexpected type {type(doc[key]).__name__}", hint)
+    if not all(isinstance(m, dict) for m in doc.get("matches", [])):
+        raise InputError(path, "matches", "each match must be an object", hint)
+
+
 def load_alert(
     verdict_path: str | Path, analysis_path: str | Path | None = None, environ: Mapping[str, str] | None = None
 ) -> Alert:
@@ -82,10 +95,7 @@ def load_alert(
     analysis = None
     if analysis_path is not None:
         analysis = files.read_json(analysis_path, what="analysis file")
-        if not isinstance(analysis, dict) or "category" not in analysis:
-            raise InputError(
-                analysis_path, "", "not a failure analysis", "pass the output of gatekeeper analyze --format json"
-            )
+        _check_analysis(analysis, analysis_path)
     # The verdict's own context wins (it was taken when the pipeline ran); the environment fills gaps.
     live = PipelineContext.from_env(env).to_dict()
     ctx = PipelineContext.from_dict({**live, **{k: v for k, v in verdict.context.items() if v is not None}})
