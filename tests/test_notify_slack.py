@@ -233,3 +233,11 @@ def test_cli_exit_codes(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().err.strip() == (
         f"gatekeeper: {analysis}:confidence: unexpected type str; hint: pass the output of gatekeeper analyze --format json"
     )
+
+
+def test_passing_without_state_sends_nothing(tmp_path):
+    lines: list[str] = []
+    with FakeServer() as srv:
+        assert _run(tmp_path, _env(srv.url), lines, verdict=write_verdict(tmp_path, result="pass")) == 0
+    assert srv.seen == []
+    assert lines == ["gatekeeper: notify slack: nothing sent (passing; without --state recoveries are not announced)"]

@@ -54,7 +54,11 @@ def notify_slack(
     if state is not None:
         decision = dedupe.decide(current, key, failing=alert.failing, now=now, repeat_after_s=repeat_after_h * 3600)
     else:
-        decision = dedupe.Decision(alert.failing, "started" if alert.failing else "ok", "no --state: every failure")
+        decision = (
+            dedupe.Decision(True, "started", "no --state: every failure alerts")
+            if alert.failing
+            else dedupe.Decision(False, "ok", "passing; without --state recoveries are not announced")
+        )
     alerted = False
     target = SlackTarget.from_env(env, channel=channel)
     if not decision.send:
