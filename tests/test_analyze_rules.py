@@ -104,3 +104,11 @@ def test_duplicate_ids_are_rejected(tmp_path):
     path.write_text("issues:\n" + body + body)
     with pytest.raises(InputError, match="duplicate id 'our-flaky-allreduce'"):
         load_rules(path)
+
+
+def test_all_required_literals_are_checked_before_the_regex():
+    from gatekeeper.analyze.rules import all_required_literals
+
+    pattern = r"(?i)\b(?:loss|norm)\b\W{0,12}(?:nan|inf)\b"
+    assert all_required_literals(pattern) == ((b"loss", b"norm"), (b"inf", b"nan"))
+    assert all_required_literals(r"MIOpen Error: .* failed") == ((b"miopen error: ",), (b" failed",))

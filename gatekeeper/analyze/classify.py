@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gatekeeper.analyze.rules import Rule, RuleSet, required_literals
+from gatekeeper.analyze.rules import Rule, RuleSet, all_required_literals, required_literals
 from gatekeeper.errors import InputError
 
 __all__ = ["Classifier", "Evidence", "Match", "open_log"]
 
 CHUNK_BYTES = 2 << 20  # bounds memory: the chunk, its lowercase copy and its keyword hits
 MAX_TEXT = 400  # characters of a matched line kept in the report
+# (rule index, pattern, literal sets that must all be present) for one keyword of the prefilter
+Target = tuple[int, "re.Pattern[str]", tuple[tuple[bytes, ...], ...]]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
 
 
@@ -108,7 +110,7 @@ class Classifier:
         self._index, self._unfiltered = _build_index(self.rules)
         self._automaton = _automaton([kw for kw, _ in self._index])
 
-    def _hits(self, low: bytes) -> dict[int, list[tuple[int, re.Pattern[str]]]]:
+    def _hits(self, low: bytes) -> dict[int, list[Target]]:
         """Line start -> the patterns whose required literal occurs in that line."""
         if self._automaton is not None:
             # (keyword, start, end); the hits of one line are mostly adjacent.
@@ -116,7 +118,7 @@ class Classifier:
             positions = ((end - 1, k) for k, _start, end in found)
         else:
             positions = iter(sorted(_find_all(low, [kw for kw, _ in self._index])))
-        hits: dict[int, list[tuple[int, re.Pattern[str]]]] = {}
+        hits: dict[int, list[Target]] = {}
         keywords_of: dict[int, set[int]] = {}
         line_start, line_end = 0, -1
         for pos, k in positions:
@@ -165,13 +167,14 @@ class Classifier:
     def _chunk(self, chunk: bytes, source: str, tail: deque[bytes]) -> None:
         ev = self.evidence
         ev.bytes_read += len(chunk)
-        hits = self._hits(chunk.lower())
+        low = chunk.lower()
+        hits = self._hits(low)
         if self._unfiltered:
             text = chunk.decode("utf-8", "replace")
             for rule_idx, pattern in self._unfiltered:
                 for m in pattern.finditer(text):
                     start = len(text[: text.rfind("\n", 0, m.start()) + 1].encode("utf-8", "replace"))
-                    hits.setdefault(start, []).append((rule_idx, pattern))
+                    hits.setdefault(start, []).append((rule_idx, pattern, ()))
         base = ev.sources[source]
         counted_to, newlines = 0, 0
         prev = tuple(tail)
@@ -179,10 +182,16 @@ class Classifier:
             newlines += chunk.count(b"\n", counted_to, start)
             counted_to = start
             end = chunk.find(b"\n", start)
-            line = _clean(chunk[start:end])
+            line: str | None = None
             seen: set[int] = set()
-            for rule_idx, pattern in hits[start]:
-                if rule_idx in seen or not pattern.search(line):
+            low_line = low[start:end]
+            for rule_idx, pattern, needs in hits[start]:
+                # Every required literal must be there before the (slower) regex runs.
+                if rule_idx in seen or not all(any(a in low_line for a in alts) for alts in needs):
+                    continue
+                if line is None:
+                    line = _clean(chunk[start:end])  # decoded only for lines that get this far
+                if not pattern.search(line):
                     continue
                 rule = self.rules[rule_idx]
                 seen.add(rule_idx)
@@ -240,10 +249,8 @@ def _find_all(low: bytes, keywords: list[bytes]) -> Iterator[tuple[int, int]]:
             pos = low.find(keyword, pos + 1)
 
 
-def _build_index(
-    rules: tuple[Rule, ...],
-) -> tuple[list[tuple[bytes, list[tuple[int, re.Pattern[str]]]]], list[tuple[int, re.Pattern[str]]]]:
-    by_keyword: dict[bytes, list[tuple[int, re.Pattern[str]]]] = {}
+def _build_index(rules: tuple[Rule, ...]) -> tuple[list[tuple[bytes, list[Target]]], list[tuple[int, re.Pattern[str]]]]:
+    by_keyword: dict[bytes, list[Target]] = {}
     unfiltered: list[tuple[int, re.Pattern[str]]] = []
     for i, rule in enumerate(rules):
         for pattern in rule.patterns:
@@ -251,10 +258,11 @@ def _build_index(
             if literals is None:
                 unfiltered.append((i, re.compile(pattern.pattern, pattern.flags | re.MULTILINE)))
                 continue
+            needs = all_required_literals(pattern.pattern)
             for lit in literals:
-                by_keyword.setdefault(lit, []).append((i, pattern))
+                by_keyword.setdefault(lit, []).append((i, pattern, needs))
     # A line containing "hip out of memory" contains "out of memory": search only the shorter one.
-    kept: list[tuple[bytes, list[tuple[int, re.Pattern[str]]]]] = []
+    kept: list[tuple[bytes, list[Target]]] = []
     for kw in sorted(by_keyword, key=len):
         for short, targets in kept:
             if short in kw:

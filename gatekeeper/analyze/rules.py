@@ -22,6 +22,7 @@ __all__ = [
     "KNOWN_ISSUES_SCHEMA",
     "Rule",
     "RuleSet",
+    "all_required_literals",
     "builtin_path",
     "load_rules",
     "required_literals",
@@ -181,6 +182,15 @@ def _score(alternatives: list[bytes] | None) -> int:
 
 def _required(items: list[Any]) -> list[bytes] | None:
     """Best set of alternative literals required by a parsed sequence."""
+    candidates = _candidates(items)
+    if not candidates:
+        return None
+    best = max(candidates, key=_score)
+    return best if _score(best) >= _MIN_LITERAL else None
+
+
+def _candidates(items: list[Any]) -> list[list[bytes]]:
+    """Every set of alternative literals the sequence requires (each set: one of them occurs)."""
     candidates: list[list[bytes]] = []
     run = bytearray()
 
@@ -206,6 +216,13 @@ def _required(items: list[Any]) -> list[bytes] | None:
         if sub:
             candidates.append(sub)
     flush()
-    if not candidates:
-        return None
-    return max(candidates, key=_score) if _score(max(candidates, key=_score)) >= _MIN_LITERAL else None
+    return candidates
+
+
+def all_required_literals(pattern: str) -> tuple[tuple[bytes, ...], ...]:
+    """Every set of lowercased literals a match must contain one of (a cheap check before the regex)."""
+    try:
+        parsed = _sre_parse.parse(pattern)
+    except re.error:
+        return ()
+    return tuple(tuple(sorted({b.lower() for b in alts})) for alts in _candidates(list(parsed)))
