@@ -210,7 +210,7 @@ def test_no_alert_storm_start_suppress_repeat_recover(tmp_path):
     headers = [s.json()["blocks"][0]["text"]["text"] for s in srv.seen]
     assert len(headers) == 3  # started, repeat after 24 h, recovered
     assert "BLOCKED" in headers[0]
-    assert "BLOCKED" in headers[1]
+    assert "BLOCKED (still failing)" in headers[1]
     assert "recovered" in headers[2]
     assert "*Severity:* info" in json.dumps(srv.seen[2].json())
     assert "nothing sent" in lines[1]

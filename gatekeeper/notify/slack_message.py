@@ -91,7 +91,8 @@ def build_message(alert: Alert, *, kind: str, severity: str) -> dict[str, Any]:
         )
     else:
         word = _WORD.get(v.result, v.result)
-        title = f"{_EMOJI.get(severity, '')} gatekeeper {word} — {alert.project} {alert.where}"
+        still = " (still failing)" if kind == "repeat" else ""
+        title = f"{_EMOJI.get(severity, '')} gatekeeper {word}{still} — {alert.project} {alert.where}"
     title = " ".join(title.split())
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(title, HEADER_MAX, None), "emoji": True}}
