@@ -42,8 +42,10 @@ def _export(model: Any, x: Any, path: Path, exporters: tuple[str, ...]) -> tuple
             if exporter == "dynamo":
                 # external_data: weights go to model.onnx.data beside the graph; both files are the model.
                 torch.onnx.export(model, (x,), str(path), dynamo=True, external_data=True)
-            else:
+            elif exporter == "torchscript":
                 torch.onnx.export(model, (x,), str(path), dynamo=False, input_names=["input"], output_names=["output"])
+            else:
+                raise ValueError(f"unknown exporter {exporter!r}")
             return exporter, tried
         except Exception as err:
             first = (str(err).strip().splitlines() or [""])[0][:300]
