@@ -182,6 +182,10 @@ def check_collectives(ctx: StageContext, plant: str) -> None:
         )
         for r in result.results:
             rec.record(f"collectives.{r.name}", r.status, r.message, duration_s=r.duration_s, details=r.details)  # type: ignore[arg-type]
+        if any(r.status == "failed" for r in result.results):
+            for rank, tail in enumerate(result.rank_stderr):
+                if tail.strip():
+                    rec.log(f"  --- rank {rank} ({result.rank_exits[rank]}), last lines ---\n{tail}")
         cleanup = f"{result.processes_left} rank process(es) outlived the check" if result.processes_left else ""
         with rec.check("collectives.cleanup") as h:
             h.details = {"rank_exits": list(result.rank_exits), "elapsed_s": round(result.elapsed_s, 3)}

@@ -105,7 +105,7 @@ def test_compile_matches_eager_and_a_second_run_is_warm(stage_run) -> None:
 
 @pytest.mark.slow
 def test_planted_deadlock_is_named_detected_in_time_and_cleaned_up(stage_run) -> None:
-    _, _, _, report, checks = stage_run
+    _, out, _, report, checks = stage_run
     assert checks["collectives.all_reduce"].status == "passed"
     dead = checks["collectives.all_gather"]
     assert dead.status == "failed"
@@ -119,6 +119,7 @@ def test_planted_deadlock_is_named_detected_in_time_and_cleaned_up(stage_run) ->
     assert cleanup.status == "passed", cleanup.message
     assert cleanup.details["elapsed_s"] < TIMEOUT + 60  # never a hung job: startup + timeout + watchdog grace
     assert report.metrics["deadlocks"].value == 1.0
+    assert "--- rank 0 (rank 0: exited with code 1), last lines ---" in (out / "compatibility_check.log").read_text()
     assert report.metrics["collectives_pass_rate"].value == 0.5
 
 

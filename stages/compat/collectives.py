@@ -46,6 +46,7 @@ class CollectivesRun:
     elapsed_s: float
     processes_left: int
     rank_exits: tuple[str, ...]
+    rank_stderr: tuple[str, ...] = ()  # the last lines each rank printed, for the log when something failed
 
     @property
     def deadlocks(self) -> int:
@@ -97,6 +98,26 @@ def run_collectives(
 ) -> CollectivesRun:
     """Run every collective on ``world_size`` ranks; never returns with a rank process alive."""
     workdir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    for attempt in range(2):
+        events, exits = _launch(
+            world_size=world_size, backend=backend, max_mb=max_mb, timeout=timeout, workdir=workdir, plant=plant
+        )
+        # The free port can be taken between our probe and rank 0's bind: that alone earns one retry.
+        if attempt == 0 and any("address already in use" in e.get("message", "").lower() for ev in events for e in ev):
+            continue
+        break
+    elapsed = time.monotonic() - start
+    left = _kill_leftovers(events)
+    described = tuple(_describe_exit(r, e) for r, e in enumerate(exits))
+    logs = tuple(_stderr_tail(e) for e in exits)
+    results = _interpret(events, exits, timeout)
+    return CollectivesRun(backend, world_size, tuple(results), elapsed, left, described, logs)
+
+
+def _launch(
+    *, world_size: int, backend: str, max_mb: float, timeout: float, workdir: Path, plant: str
+) -> tuple[list[list[dict[str, Any]]], list[proc.ProcResult | None]]:
     port = free_port()
     grace = max(2.0, min(10.0, timeout / 2))
     backstop = _STARTUP_ALLOWANCE_S + (len(COLLECTIVES) + 2) * (timeout + grace)
@@ -112,18 +133,19 @@ def run_collectives(
         argv += ["--events", str(paths[rank]), "--plant", plant]
         exits[rank] = proc.run(argv, timeout=backstop, env=env)
 
-    start = time.monotonic()
+    # One thread per rank only to wait on proc.run side by side; each rank is its own process group.
     threads = [threading.Thread(target=launch, args=(r,), daemon=True) for r in range(world_size)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    elapsed = time.monotonic() - start
-    events = [_read_events(p) for p in paths]
-    left = _kill_leftovers(events)
-    described = tuple(_describe_exit(r, e) for r, e in enumerate(exits))
-    results = _interpret(events, exits, timeout)
-    return CollectivesRun(backend, world_size, tuple(results), elapsed, left, described)
+    return [_read_events(p) for p in paths], exits
+
+
+def _stderr_tail(res: proc.ProcResult | None, lines: int = 15) -> str:
+    if res is None:
+        return ""
+    return "\n".join(res.stderr.strip().splitlines()[-lines:])
 
 
 def _read_events(path: Path) -> list[dict[str, Any]]:
