@@ -29,6 +29,7 @@ TIMEOUT = 5.0
 def stage_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
     out = tmp_path_factory.mktemp("compat_artifacts")
     cache = Path(request.config.cache.mkdir("gatekeeper-kernel-cache"))
+    warm = any((cache / "inductor").rglob("*.py"))  # compiled graphs from an earlier session
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GATEKEEPER_CACHE_DIR", str(cache))
         mp.setenv("HOME", str(tmp_path_factory.mktemp("home")))
@@ -42,6 +43,7 @@ def stage_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureR
             ]
         )  # fmt: skip
     report = read_stage(out / "compatibility_check.json")  # validates against the stage schema
+    report.summary["test_cache_was_warm"] = warm
     return code, out, cache, report, {c.name: c for c in report.checks}
 
 
@@ -90,7 +92,8 @@ def test_compile_matches_eager_and_a_second_run_is_warm(stage_run) -> None:
     assert checks["compile.inductor"].status == "passed", checks["compile.inductor"].message
     assert report.metrics["compile_time_s"].value > 0
     assert report.metrics["compile_max_abs_error"].value <= 1e-4
-    assert report.metrics["compile_cache_hit"].value in (0.0, 1.0)
+    if not report.summary["test_cache_was_warm"]:  # an empty cache cannot hit (a warm one may hold other graphs)
+        assert report.metrics["compile_cache_hit"].value == 0.0
     assert any((cache / "inductor").rglob("*")), "inductor wrote nothing into the kernel cache"
     # A fresh process with the same cache must hit it.
     again = run_isolated(
