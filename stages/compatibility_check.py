@@ -77,11 +77,14 @@ def _validate(ctx: StageContext) -> tuple[str, tuple[str, ...], tuple[int, ...] 
     for flag, value in (("--collective-timeout", o.collective_timeout), ("--collective-max-mb", o.collective_max_mb)):
         if value <= 0:
             raise InputError(None, flag, f"{value:g} is not positive", f"e.g. {flag} 60")
-    return (
+    plant, downstream, shape = (
         parse_plant(o.plant_deadlock, o.world_size),
         deps.parse_downstream(o.downstream),
         parse_shape(ctx.common.input_shape),
     )
+    # Load the model here once, so a bad --model/--input-shape is exit 2 with one line, not an error per worker.
+    ctx.model().example_input(1, shape, ctx.common.seed)
+    return plant, downstream, shape
 
 
 def _record_checks(ctx: StageContext, outcome: Outcome, name: str) -> list[dict[str, Any]]:

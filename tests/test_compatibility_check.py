@@ -201,6 +201,7 @@ def test_a_waiver_lifts_the_nightly_guard(stage_run, tmp_path: Path) -> None:
         (["--world-size", "1"], "--world-size"),
         (["--downstream", "onnx runtime"], "--downstream"),
         (["--collective-timeout", "0"], "--collective-timeout"),
+        (["--model", "gatekeeper_no_such_module:build"], "--model"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(argv, where, tmp_path: Path, capsys) -> None:
