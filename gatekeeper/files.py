@@ -133,7 +133,27 @@ def read_yaml(path: str | Path, *, what: str = "YAML file") -> YamlDocument:
         raise InputError(path, where, f"invalid YAML: {err.problem or err.context}", "fix the YAML syntax") from None
     except yaml.YAMLError as err:
         raise InputError(path, "", f"invalid YAML: {err}") from None
+    except ValueError as err:  # e.g. an impossible date such as 2025-13-01
+        where, value = _bad_scalar(root)
+        raise InputError(path, where, f"invalid value {value!r}: {err}", "write dates as YYYY-MM-DD") from None
     return YamlDocument(str(path), data, root)
+
+
+def _bad_scalar(node: yaml.Node | None) -> tuple[str, str]:
+    """The first scalar that PyYAML's constructor refuses (its position, its text)."""
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop(0)
+        if isinstance(n, yaml.ScalarNode):
+            try:
+                yaml.SafeLoader("").construct_object(n, deep=True)
+            except ValueError:
+                return f"{n.start_mark.line + 1}:{n.start_mark.column + 1}", str(n.value)
+        elif isinstance(n, yaml.MappingNode):
+            stack.extend(v for pair in n.value for v in pair)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+    return "", ""
 
 
 @contextlib.contextmanager

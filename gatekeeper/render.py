@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from gatekeeper.artifacts import junit_bytes
 from gatekeeper.verdict import GateResult, Outcome, Verdict
 
 __all__ = ["banner", "to_junit", "to_markdown", "to_metrics_txt"]
@@ -93,8 +94,6 @@ def to_markdown(v: Verdict) -> str:
 
 
 def to_junit(v: Verdict) -> bytes:
-    from xml.etree import ElementTree as ET
-
     from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
     suite = TestSuite("gatekeeper.gates")
@@ -125,7 +124,7 @@ def to_junit(v: Verdict) -> bytes:
     suite.update_statistics()
     xml = JUnitXml()
     xml.add_testsuite(suite)
-    return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(xml._elem, encoding="utf-8")
+    return junit_bytes(xml)
 
 
 def _waiver_text(w: dict) -> str:
