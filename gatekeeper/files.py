@@ -8,6 +8,7 @@ so a crash or a full disk never leaves a half-written file behind.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import tempfile
@@ -23,6 +24,7 @@ from gatekeeper.errors import InputError
 __all__ = [
     "YamlDocument",
     "atomic_write",
+    "dates_to_text",
     "read_json",
     "read_text",
     "read_yaml",
@@ -137,6 +139,17 @@ def read_yaml(path: str | Path, *, what: str = "YAML file") -> YamlDocument:
         where, value = _bad_scalar(root)
         raise InputError(path, where, f"invalid value {value!r}: {err}", "write dates as YYYY-MM-DD") from None
     return YamlDocument(str(path), data, root)
+
+
+def dates_to_text(obj: Any) -> Any:
+    """YAML reads an unquoted 2027-01-31 as a date; schemas (and JSON) speak strings."""
+    if isinstance(obj, dict):
+        return {k: dates_to_text(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [dates_to_text(v) for v in obj]
+    if isinstance(obj, dt.date):
+        return obj.isoformat()
+    return obj
 
 
 def _bad_scalar(node: yaml.Node | None) -> tuple[str, str]:
