@@ -182,7 +182,7 @@ def parse_gates(
     position: Callable[[list[Any]], str] | None = None,
     key_position: Callable[[list[Any]], str] | None = None,
 ) -> Gates:
-    data = _dates_to_text(data)
+    data = files.dates_to_text(data)
     if not isinstance(data, dict):
         raise InputError(path, "1:1", "expected a mapping with version: 1 and gates:", "see gates.yaml in the docs")
     _reject_unknown_keys(data, path, key_position or position)
@@ -282,17 +282,6 @@ def parse_gates(
                             f"add compare: baseline to gates.{gate_name}",
                         )
     return Gates(tuple(gates), tuple(waivers), channels, path)
-
-
-def _dates_to_text(obj: Any) -> Any:
-    # YAML reads 2027-01-31 as a date; the schema (and JSON) speak strings.
-    if isinstance(obj, dict):
-        return {k: _dates_to_text(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_dates_to_text(v) for v in obj]
-    if isinstance(obj, dt.date):
-        return obj.isoformat()
-    return obj
 
 
 # Known keys at each level, for "did you mean" on misspellings (a misspelled key

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper import files, schemas
-from gatekeeper.errors import InputError
 
 __all__ = [
     "MATRIX_SCHEMA",
@@ -84,23 +83,9 @@ class Lifecycle:
         return out
 
 
-def _dates_to_text(obj: Any) -> Any:
-    # PyYAML reads an unquoted 2025-01-29 as a date; the schema (and JSON) want text.
-    if isinstance(obj, dt.date):
-        return obj.isoformat()
-    if isinstance(obj, dict):
-        return {k: _dates_to_text(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_dates_to_text(v) for v in obj]
-    return obj
-
-
 def load_matrix_file(path: str | Path) -> MatrixFile:
-    try:
-        doc = files.read_yaml(path, what="matrix file")
-    except ValueError as err:  # PyYAML raises a bare ValueError for a date such as 2025-13-01
-        raise InputError(path, _bad_date_position(path), f"invalid date: {err}", "write dates as YYYY-MM-DD") from None
-    data = _dates_to_text(doc.data)
+    doc = files.read_yaml(path, what="matrix file")
+    data = files.dates_to_text(doc.data)
     schemas.validate(MATRIX_SCHEMA, data, path=str(path), position=doc.position)
     date = _date
     return MatrixFile(
@@ -113,24 +98,6 @@ def load_matrix_file(path: str | Path) -> MatrixFile:
             Arch(a["name"], a.get("gpus", ""), date(a.get("eol")), a.get("notes", "")) for a in data.get("gpu_arch", ())
         ),
     )
-
-
-def _bad_date_position(path: str | Path) -> str:
-    import yaml
-
-    nodes = [yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)]
-    while nodes:
-        node = nodes.pop(0)
-        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":timestamp"):
-            try:
-                dt.date.fromisoformat(node.value)
-            except ValueError:
-                return f"{node.start_mark.line + 1}:{node.start_mark.column + 1}"
-        elif isinstance(node, yaml.MappingNode):
-            nodes += [v for _, v in node.value]
-        elif isinstance(node, yaml.SequenceNode):
-            nodes += list(node.value)
-    return ""
 
 
 def _date(text: str | None) -> dt.date | None:

@@ -67,3 +67,11 @@ def test_yaml_positions_follow_key_paths(tmp_path):
 def test_write_json_roundtrip(tmp_path):
     files.write_json(tmp_path / "a.json", {"x": [1, 2]})
     assert json.loads((tmp_path / "a.json").read_text()) == {"x": [1, 2]}
+
+
+def test_read_yaml_impossible_date_names_the_place(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_text("waivers:\n  - expires: 2025-13-01\n")
+    with pytest.raises(InputError) as err:
+        files.read_yaml(path)
+    assert err.value.line().startswith(f"{path}:2:14: invalid value '2025-13-01'")

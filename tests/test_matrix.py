@@ -126,7 +126,7 @@ def test_matrix_from_file_store_history(tmp_path: Path) -> None:
         ),
         (
             "version: 1\nrocm:\n  - version: '6.2'\n    eol: 2025-13-01\n",
-            r"matrix\.yaml:4:10: invalid date: month must be in 1..12",
+            r"matrix\.yaml:4:10: invalid value '2025-13-01': month must be in 1..12",
         ),
         (
             "version: 1\ntorch:\n  - version: '2.5'\n    eoll: 2025-01-01\n",

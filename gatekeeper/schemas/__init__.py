@@ -19,6 +19,7 @@ SCHEMA_FILES = {
     "gatekeeper.verdict/v1": "verdict.v1.json",
     "gatekeeper.gates/v1": "gates.v1.json",
     "gatekeeper.matrix/v1": "matrix.v1.json",
+    "gatekeeper.known_issues/v1": "known_issues.v1.json",
 }
 
 
