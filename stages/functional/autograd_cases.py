@@ -28,7 +28,7 @@ def functions() -> dict[str, Any]:
 
 def _build() -> dict[str, Any]:
     import torch
-    import torch.nn.functional as F  # noqa: N812 - the conventional name
+    import torch.nn.functional as F
     from torch.autograd import Function
 
     class Square(Function):

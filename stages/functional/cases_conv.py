@@ -12,7 +12,7 @@ __all__ = ["cases"]
 
 
 def cases() -> list[Case]:
-    import torch.nn.functional as F  # noqa: N812 - the conventional name
+    import torch.nn.functional as F
 
     def c(name: str, op: str, kind: str, make: Callable, call: Callable, **kw: Any) -> Case:
         return Case(f"convolution.{name}", "convolution", op, kind, make, call, **kw)
@@ -56,7 +56,13 @@ def cases() -> list[Case]:
             conv((2, 3, 27), (5, 3, 4), bias=False),
             lambda x, w: F.conv1d(x, w, padding="same"),
         ),
-        c("conv2d", "aten::convolution", k, conv((2, 3, 16, 16), (8, 3, 3, 3)), lambda x, w, b: F.conv2d(x, w, b, 1, 1)),
+        c(
+            "conv2d",
+            "aten::convolution",
+            k,
+            conv((2, 3, 16, 16), (8, 3, 3, 3)),
+            lambda x, w, b: F.conv2d(x, w, b, 1, 1),
+        ),
         c(
             "conv2d.odd",
             "aten::convolution",
@@ -151,7 +157,13 @@ def cases() -> list[Case]:
             conv((0, 3, 8, 8), (4, 3, 3, 3)),
             lambda x, w, b: F.conv2d(x, w, b, padding=1),
         ),
-        c("conv3d", "aten::convolution", k, conv((2, 3, 7, 8, 9), (4, 3, 3, 3, 3)), lambda x, w, b: F.conv3d(x, w, b, 1, 1)),
+        c(
+            "conv3d",
+            "aten::convolution",
+            k,
+            conv((2, 3, 7, 8, 9), (4, 3, 3, 3, 3)),
+            lambda x, w, b: F.conv3d(x, w, b, 1, 1),
+        ),
         c(
             "conv3d.stride2.grouped",
             "aten::convolution",

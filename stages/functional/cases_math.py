@@ -17,7 +17,7 @@ def _strided(*xs: Any) -> tuple[Any, ...]:
 
 def cases() -> list[Case]:
     import torch
-    import torch.nn.functional as F  # noqa: N812 - the conventional name
+    import torch.nn.functional as F
 
     def c(name: str, op: str, kind: str, make: Callable, call: Callable, **kw: Any) -> Case:
         return Case(f"basic_math.{name}", "basic_math", op, kind, make, call, **kw)
@@ -157,5 +157,11 @@ def cases() -> list[Case]:
             layout=transposed,
         ),
         c("flip", "aten::flip", "exact", one((5, 7, 9)), lambda x: torch.flip(x, (0, 2))),
-        c("copy_.channels_last", "aten::copy_", "exact", one((2, 3, 5, 7)), lambda x: x.to(memory_format=torch.channels_last)),
+        c(
+            "copy_.channels_last",
+            "aten::copy_",
+            "exact",
+            one((2, 3, 5, 7)),
+            lambda x: x.to(memory_format=torch.channels_last),
+        ),
     ]

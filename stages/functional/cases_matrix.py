@@ -14,7 +14,7 @@ __all__ = ["cases"]
 
 def cases() -> list[Case]:
     import torch
-    import torch.nn.functional as F  # noqa: N812 - the conventional name
+    import torch.nn.functional as F
 
     def c(name: str, op: str, kind: str, make: Callable, call: Callable, **kw: Any) -> Case:
         return Case(f"matrix.{name}", "matrix", op, kind, make, call, **kw)
@@ -45,7 +45,13 @@ def cases() -> list[Case]:
         c("addmm", "aten::addmm", k, mats((29,), (19, 45), (45, 29)), lambda b, x, y: torch.addmm(b, x, y, beta=0.5)),
         c("baddbmm", "aten::baddbmm", k, mats((4, 9, 7), (4, 9, 15), (4, 15, 7)), torch.baddbmm),
         c("linear", "aten::linear", k, mats((8, 5, 63), (31, 63), (31,)), F.linear),
-        c("einsum.bij_bjk", "aten::bmm", k, mats((3, 10, 12), (3, 12, 8)), lambda a, b: torch.einsum("bij,bjk->bik", a, b)),
+        c(
+            "einsum.bij_bjk",
+            "aten::bmm",
+            k,
+            mats((3, 10, 12), (3, 12, 8)),
+            lambda a, b: torch.einsum("bij,bjk->bik", a, b),
+        ),
         c("outer", "aten::outer", "pointwise", mats((17,), (23,)), torch.outer),
         c(
             "sdpa",

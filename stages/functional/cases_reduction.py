@@ -13,7 +13,7 @@ __all__ = ["cases"]
 
 def cases() -> list[Case]:
     import torch
-    import torch.nn.functional as F  # noqa: N812 - the conventional name
+    import torch.nn.functional as F
 
     def c(name: str, op: str, kind: str, make: Callable, call: Callable, **kw: Any) -> Case:
         return Case(f"reduction.{name}", "reduction", op, kind, make, call, **kw)

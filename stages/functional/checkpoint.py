@@ -69,40 +69,53 @@ def _state(model: Any, opt: Any) -> dict[str, Any]:
     return out
 
 
-def train(
+def train(  # noqa: PLR0917 - called positionally through Worker.call
     spec: str | None,
     seed: int,
     device: str,
     batch_size: int,
     input_shape: tuple[int, ...] | None,
     steps: int,
+    save_at: int | None = None,
     save_to: str | None = None,
 ) -> dict[str, Any]:
-    """Train ``steps`` steps from the seed; save a checkpoint at the end when ``save_to`` is given."""
-    import numpy as np
-    import torch
-
+    """Train ``steps`` steps from the seed without interruption; after step ``save_at``, save a checkpoint."""
     model, base, opt, scaler = _setup(spec, seed, device, batch_size, input_shape)
-    _steps(model, base, opt, scaler, steps)
-    if save_to:
-        keys, pos, has_gauss, gauss = np.random.get_state()[1:]
-        ckpt = {
-            "model": model.state_dict(),
-            "optimizer": opt.state_dict(),
-            "scaler": scaler.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if device.startswith("cuda") else [],
-            "numpy_rng": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)},
-            "python_rng": random.getstate(),
-            "steps": steps,
-        }
-        tmp = f"{save_to}.tmp"
-        torch.save(ckpt, tmp)
-        os.replace(tmp, save_to)  # a half-written checkpoint is never restored
+    done = 0
+    if save_at is not None and save_to:
+        _steps(model, base, opt, scaler, save_at)
+        _save(model, opt, scaler, device, steps=save_at, path=save_to)
+        done = save_at
+    _steps(model, base, opt, scaler, steps - done)
     return _state(model, opt)
 
 
-def resume(
+def _save(model: Any, opt: Any, scaler: Any, device: str, *, steps: int, path: str) -> None:
+    import numpy as np
+    import torch
+
+    keys, pos, has_gauss, gauss = np.random.get_state()[1:]
+    ckpt = {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "scaler": scaler.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if device.startswith("cuda") else [],
+        "numpy_rng": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
+        "python_rng": random.getstate(),
+        "steps": steps,
+    }
+    tmp = f"{path}.tmp"
+    torch.save(ckpt, tmp)
+    os.replace(tmp, path)  # a half-written checkpoint is never restored
+
+
+def resume(  # noqa: PLR0917 - called positionally through Worker.call
     spec: str | None,
     seed: int,
     device: str,
@@ -157,6 +170,14 @@ def compare_states(resumed: dict[str, Any], straight: dict[str, Any], *, bitwise
     if not differing:
         return True, f"bitwise identical ({len(straight)} tensors, {THREADS} thread)", 0.0
     if bitwise:
-        return False, f"{len(differing)} of {len(straight)} tensors differ (e.g. {differing[0]}), max relative {worst:.3g}", worst
+        return (
+            False,
+            f"{len(differing)} of {len(straight)} tensors differ (e.g. {differing[0]}), max relative {worst:.3g}",
+            worst,
+        )
     ok = worst <= GPU_TOLERANCE
-    return ok, f"not bitwise: {len(differing)} tensors differ, max relative {worst:.3g} (tolerance {GPU_TOLERANCE:g})", worst
+    return (
+        ok,
+        f"not bitwise: {len(differing)} tensors differ, max relative {worst:.3g} (tolerance {GPU_TOLERANCE:g})",
+        worst,
+    )

@@ -36,51 +36,50 @@ def rel_error(got: Any, ref: Any) -> float:
     sit at the same places (a NaN where the reference has a number is an infinite
     error). Empty results compare equal when their shapes do.
     """
-    import torch
-
     g_list, r_list = flatten(got), flatten(ref)
     if len(g_list) != len(r_list):
         raise AssertionError(f"result has {len(g_list)} parts, reference {len(r_list)}")
-    worst = 0.0
-    for g, r in zip(g_list, r_list, strict=True):
-        if not isinstance(r, torch.Tensor):
-            if isinstance(g, torch.Tensor):
-                g = g.item()
-            if isinstance(r, float) and isinstance(g, float):
-                worst = max(worst, abs(g - r) / max(abs(r), 1e-30))
-            elif g != r:
-                raise AssertionError(f"value {g!r} != reference {r!r}")
-            continue
-        if not isinstance(g, torch.Tensor):
-            raise AssertionError(f"got {type(g).__name__}, reference is a tensor")
-        if tuple(g.shape) != tuple(r.shape):
-            raise AssertionError(f"shape {tuple(g.shape)} != reference {tuple(r.shape)}")
-        g = g.detach().cpu()
-        r = r.detach().cpu()
-        if g.is_sparse or g.layout != torch.strided:
-            g = g.to_dense()
-        if r.is_sparse or r.layout != torch.strided:
-            r = r.to_dense()
-        if not r.is_floating_point() and not r.is_complex():
-            if not torch.equal(g.to(r.dtype), r):
-                mismatch = int((g.to(r.dtype) != r).sum())
-                raise AssertionError(f"{mismatch} of {r.numel()} integer/bool elements differ")
-            continue
-        if r.numel() == 0:
-            continue
-        g = g.to(torch.complex128 if r.is_complex() else torch.float64)
-        r = r.to(g.dtype)
-        finite = torch.isfinite(r)
-        if not torch.equal(finite, torch.isfinite(g)):
+    return max((_part_error(g, r) for g, r in zip(g_list, r_list, strict=True)), default=0.0)
+
+
+def _part_error(got: Any, ref: Any) -> float:
+    import torch
+
+    if not isinstance(ref, torch.Tensor):
+        value = got.item() if isinstance(got, torch.Tensor) else got
+        if isinstance(ref, float) and isinstance(value, float):
+            return abs(value - ref) / max(abs(ref), 1e-30)
+        if value != ref:
+            raise AssertionError(f"value {value!r} != reference {ref!r}")
+        return 0.0
+    if not isinstance(got, torch.Tensor):
+        raise AssertionError(f"got {type(got).__name__}, reference is a tensor")
+    if tuple(got.shape) != tuple(ref.shape):
+        raise AssertionError(f"shape {tuple(got.shape)} != reference {tuple(ref.shape)}")
+    g, r = got.detach().cpu(), ref.detach().cpu()
+    if g.layout != torch.strided:
+        g = g.to_dense()
+    if r.layout != torch.strided:
+        r = r.to_dense()
+    if not r.is_floating_point() and not r.is_complex():
+        if not torch.equal(g.to(r.dtype), r):
+            mismatch = int((g.to(r.dtype) != r).sum())
+            raise AssertionError(f"{mismatch} of {r.numel()} integer/bool elements differ")
+        return 0.0
+    if r.numel() == 0:
+        return 0.0
+    wide = torch.complex128 if r.is_complex() else torch.float64
+    g, r = g.to(wide), r.to(wide)
+    finite = torch.isfinite(r)
+    if not torch.equal(finite, torch.isfinite(g)):
+        return float("inf")
+    if not finite.all():
+        # inf/nan must match exactly (same sign of inf); the rest is compared normally
+        if not torch.equal(g[~finite].nan_to_num(0.0), r[~finite].nan_to_num(0.0)):
             return float("inf")
-        if not finite.all():
-            # inf/nan must match exactly (same sign of inf); the rest is compared normally
-            if not torch.equal(g[~finite].nan_to_num(0.0), r[~finite].nan_to_num(0.0)):
-                return float("inf")
-            g, r = g[finite], r[finite]
-            if r.numel() == 0:
-                continue
-        scale = float(r.abs().max())
-        diff = float((g - r).abs().max())
-        worst = max(worst, diff / scale if scale > 0 else diff)
-    return worst
+        g, r = g[finite], r[finite]
+        if r.numel() == 0:
+            return 0.0
+    scale = float(r.abs().max())
+    diff = float((g - r).abs().max())
+    return diff / scale if scale > 0 else diff

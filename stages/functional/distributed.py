@@ -69,7 +69,7 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _launch(
+def _launch(  # noqa: PLR0917 - called positionally through Worker.call
     names: list[str], backend: str, devices: list[str], seed: int, timeout: float, workdir: Path
 ) -> tuple[dict[str, list[dict[str, Any]]], list[proc.ProcResult]]:
     port = _free_port()
@@ -102,7 +102,9 @@ def _launch(
     return rows, [x for x in results if x is not None]
 
 
-def run_distributed(device: Any, *, seed: int = 0, timeout: float = 60.0, names: list[str] | None = None) -> list[DistResult]:
+def run_distributed(
+    device: Any, *, seed: int = 0, timeout: float = 60.0, names: list[str] | None = None
+) -> list[DistResult]:
     """Run every distributed case once in rank pairs; a hang or a crash fails the case in flight."""
     backend, devices, _ = backend_for(device)
     todo = list(names or case_names())
@@ -126,6 +128,8 @@ def run_distributed(device: Any, *, seed: int = 0, timeout: float = 60.0, names:
             stuck = todo[done]
             why = "; ".join(f"rank {r}: {p.describe()}" for r, p in enumerate(procs) if not p.ok) or "no result"
             tail = next((p.stderr.strip().splitlines()[-1] for p in procs if not p.ok and p.stderr.strip()), "")
-            out.append(DistResult(f"distributed.{stuck}", "failed", f"{why}" + (f" ({tail[:300]})" if tail else ""), 0.0))
+            out.append(
+                DistResult(f"distributed.{stuck}", "failed", f"{why}" + (f" ({tail[:300]})" if tail else ""), 0.0)
+            )
             todo = todo[done + 1 :]
     return out

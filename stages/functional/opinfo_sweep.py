@@ -123,8 +123,8 @@ def _run(key: str, device: str, dtypes: list[str], max_samples: int) -> dict[str
             ref_s, dev_s = _copy(sample, "cpu", ref_dtype), _copy(sample, device, dtype)
             try:
                 ref = op(ref_s.input, *ref_s.args, **ref_s.kwargs)
-            except Exception:
-                continue  # the reference dtype cannot run this sample: nothing to compare against
+            except Exception:  # noqa: S112 - the reference dtype cannot run this sample: nothing to compare against
+                continue
             try:
                 got = op(dev_s.input, *dev_s.args, **dev_s.kwargs)
             except Exception as err:
@@ -133,7 +133,11 @@ def _run(key: str, device: str, dtypes: list[str], max_samples: int) -> dict[str
             ran += 1
             if name in UNINITIALISED or name.startswith("new_empty"):
                 shapes = [(tuple(t.shape), t.dtype) for t in flatten(got) if isinstance(t, torch.Tensor)]
-                want = [(tuple(t.shape), dtype if t.is_floating_point() else t.dtype) for t in flatten(ref) if isinstance(t, torch.Tensor)]
+                want = [
+                    (tuple(t.shape), dtype if t.is_floating_point() else t.dtype)
+                    for t in flatten(ref)
+                    if isinstance(t, torch.Tensor)
+                ]
                 if len(shapes) != len(want) or [s for s, _ in shapes] != [s for s, _ in want]:
                     problems.append(f"{dname} sample {i}: shape/dtype {shapes} != {want}")
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -168,18 +169,22 @@ class CaseRunner:
         items: Sequence[tuple[Any, ...]],
         *,
         on_done: Callable[[int, Outcome], None] | None = None,
-    ) -> list[Outcome]:
-        """Call ``target(*item)`` for each item; results in item order."""
+        timeout: float | None = None,
+        deadline: float | None = None,
+    ) -> list[Outcome | None]:
+        """Call ``target(*item)`` for each item; results in item order (None: not started before ``deadline``)."""
         results: list[Outcome | None] = [None] * len(items)
 
         def one(i: int) -> None:
-            results[i] = self.call(target, *items[i])
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            results[i] = self.call(target, *items[i], timeout=timeout)
             if on_done:
                 on_done(i, results[i])  # type: ignore[arg-type]
 
         with ThreadPoolExecutor(self.size) as pool:
             list(pool.map(one, range(len(items))))
-        return results  # type: ignore[return-value]
+        return results
 
     def close(self) -> None:
         for worker in self._all:

@@ -33,7 +33,8 @@ def _coo_construct(g: Any, dev: Any) -> str:
     d = _dense(g, 37, 23)
     idx = d.nonzero().T
     s = torch.sparse_coo_tensor(idx.to(dev), d[idx[0], idx[1]].float().to(dev), (37, 23), check_invariants=True)
-    assert s.layout == torch.sparse_coo and s._nnz() == idx.shape[1], f"nnz {s._nnz()} != {idx.shape[1]}"
+    assert s.layout == torch.sparse_coo, f"layout {s.layout}"
+    assert s._nnz() == idx.shape[1], f"nnz {s._nnz()} != {idx.shape[1]}"
     return _close(s.to_dense(), d, 1e-6)
 
 
@@ -100,9 +101,11 @@ def _round_trip(g: Any, dev: Any) -> str:
 def _empty(g: Any, dev: Any) -> str:
     import torch
 
-    s = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (5, 6)).to(dev)
+    empty = torch.zeros(2, 0, dtype=torch.long)
+    s = torch.sparse_coo_tensor(empty, torch.zeros(0), (5, 6), check_invariants=True).to(dev)
     got = torch.sparse.mm(s, torch.ones(6, 3, device=dev))
-    assert got.shape == (5, 3) and not got.any(), "an empty sparse matrix times dense is not zero"
+    assert got.shape == (5, 3), f"shape {tuple(got.shape)} != (5, 3)"
+    assert not got.any(), "an empty sparse matrix times dense is not zero"
     return "empty sparse x dense is zero"
 
 

@@ -73,7 +73,6 @@ def capture(spec: str | None, batch_size: int, input_shape: tuple[int, ...] | No
     key = (spec, batch_size, input_shape, seed)
     if key in _CAPTURES:
         return _CAPTURES[key]
-    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from stages.models import load_model
@@ -88,9 +87,11 @@ def capture(spec: str | None, batch_size: int, input_shape: tuple[int, ...] | No
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             name = str(func.name()) if hasattr(func, "name") else str(func)
-            sig = f"{name}({', '.join(_describe(a) for a in args)}" + "".join(
-                f", {k}={_describe(v)}" for k, v in sorted(kwargs.items())
-            ) + ")"
+            sig = (
+                f"{name}({', '.join(_describe(a) for a in args)}"
+                + "".join(f", {k}={_describe(v)}" for k, v in sorted(kwargs.items()))
+                + ")"
+            )
             if sig not in sigs:  # snapshot before the call: in-place ops mutate their inputs
                 sigs.add(sig)
                 seen.setdefault(name, []).append((sig, func, (_snap(args), _snap(kwargs))))
@@ -149,7 +150,7 @@ def _family(name: str) -> str:
     return "default"
 
 
-def replay_op(
+def replay_op(  # noqa: PLR0917 - called positionally through Worker.call
     spec: str | None, batch_size: int, input_shape: tuple[int, ...] | None, seed: int, name: str, device: str
 ) -> dict[str, Any]:
     """Replay every recorded signature of ``name`` on ``device`` (recorded dtypes) and on CPU float64."""
@@ -158,16 +159,19 @@ def replay_op(
     from stages.functional.compare import flatten, rel_error
 
     entries = capture(spec, batch_size, input_shape, seed)[name]
-    short = name.split("::")[-1].split(".")[0]
+    short = name.rsplit("::", maxsplit=1)[-1].split(".", maxsplit=1)[0]
     if any(r in short for r in RANDOM_OPS):
-        return {"status": "skipped", "message": "random op: untested (its output cannot be compared)", "signatures": len(entries)}
-    if "for_cpu" in short or "mkldnn" in short:
-        if not device.startswith("cpu"):
-            return {
-                "status": "skipped",
-                "message": "CPU-specific kernel: the device runs its own variant (see the whole-model comparison)",
-                "signatures": len(entries),
-            }
+        return {
+            "status": "skipped",
+            "message": "random op: untested (its output cannot be compared)",
+            "signatures": len(entries),
+        }
+    if ("for_cpu" in short or "mkldnn" in short) and not device.startswith("cpu"):
+        return {
+            "status": "skipped",
+            "message": "CPU-specific kernel: the device runs its own variant (see the whole-model comparison)",
+            "signatures": len(entries),
+        }
     tol = TRACE_TOLERANCE[_family(short)]
     dev = torch.device(device)
     worst, fallbacks, problems = 0.0, [], []
@@ -202,15 +206,21 @@ def replay_op(
             problems.append(f"drift: {sig}: relative error {err:.3g} > {tol:g}")
     result: dict[str, Any] = {"signatures": len(entries), "max_rel_error": worst, "fallbacks": sorted(set(fallbacks))}
     if problems:
-        result.update(status="failed", message=f"{len(problems)} of {len(entries)} signatures: " + "; ".join(problems)[:1500])
+        result.update(
+            status="failed", message=f"{len(problems)} of {len(entries)} signatures: " + "; ".join(problems)[:1500]
+        )
     elif fallbacks:
-        result.update(status="failed", message=f"falls back to CPU in {len(set(fallbacks))} of {len(entries)} signatures")
+        result.update(
+            status="failed", message=f"falls back to CPU in {len(set(fallbacks))} of {len(entries)} signatures"
+        )
     else:
         result.update(status="passed", message=f"{len(entries)} signatures, max relative error {worst:.2g}")
     return result
 
 
-def model_vs_cpu(spec: str | None, batch_size: int, input_shape: tuple[int, ...] | None, seed: int, device: str) -> dict:
+def model_vs_cpu(
+    spec: str | None, batch_size: int, input_shape: tuple[int, ...] | None, seed: int, device: str
+) -> dict:
     """Forward + backward of the whole model on the device (float32) against the CPU in float64."""
     import copy
 

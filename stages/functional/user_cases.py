@@ -23,7 +23,9 @@ def discover(path: Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise InputError(path, None, f"cannot read: {err.strerror or err}", "pass an existing .py file to --cases") from None
+        raise InputError(
+            path, None, f"cannot read: {err.strerror or err}", "pass an existing .py file to --cases"
+        ) from None
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as err:
