@@ -29,9 +29,12 @@ def to_reference(value: Any, dtype: Any, device: Any) -> Any:
     return value
 
 
-def rel_error(got: Any, ref: Any) -> float:
-    """Normwise relative error ``max|got - ref| / max|ref|`` over all tensors of a result.
+def rel_error(got: Any, ref: Any, floor: float = 0.0) -> float:
+    """Normwise relative error ``max|got - ref| / max(max|ref|, floor)`` over all tensors of a result.
 
+    ``floor`` is for results that may be mathematically zero while their terms are
+    not (the bias gradient of a convolution followed by batch norm): there the
+    rounding error scales with the inputs, so a caller passes the inputs' magnitude.
     Shapes must match, integer/bool tensors must be equal, non-finite values must
     sit at the same places (a NaN where the reference has a number is an infinite
     error). Empty results compare equal when their shapes do.
@@ -39,10 +42,10 @@ def rel_error(got: Any, ref: Any) -> float:
     g_list, r_list = flatten(got), flatten(ref)
     if len(g_list) != len(r_list):
         raise AssertionError(f"result has {len(g_list)} parts, reference {len(r_list)}")
-    return max((_part_error(g, r) for g, r in zip(g_list, r_list, strict=True)), default=0.0)
+    return max((_part_error(g, r, floor) for g, r in zip(g_list, r_list, strict=True)), default=0.0)
 
 
-def _part_error(got: Any, ref: Any) -> float:
+def _part_error(got: Any, ref: Any, floor: float) -> float:
     import torch
 
     if not isinstance(ref, torch.Tensor):
@@ -80,6 +83,6 @@ def _part_error(got: Any, ref: Any) -> float:
         g, r = g[finite], r[finite]
         if r.numel() == 0:
             return 0.0
-    scale = float(r.abs().max())
+    scale = max(float(r.abs().max()), floor)
     diff = float((g - r).abs().max())
     return diff / scale if scale > 0 else diff
