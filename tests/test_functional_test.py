@@ -119,7 +119,8 @@ def test_a_bad_cases_file_is_an_input_error(tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert err[0].startswith("gatekeeper: ") and "nope.py" in err[0]
+    assert err[0].startswith("gatekeeper: ")
+    assert "nope.py" in err[0]
     broken = tmp_path / "broken.py"
     broken.write_text("def case_x(device):\n    return (\n")
     assert main(["stage", "functional_test", *QUICK, "--out", str(tmp_path / "o"), "--cases", str(broken)]) == 2
