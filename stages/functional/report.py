@@ -100,6 +100,9 @@ class Tally:
                 samples=list(errs),
                 description=f"max normwise relative error vs CPU float64; samples: one per case x seed in {dtype}",
             )
+            if errs:
+                rec.metric(f"rel_error_p99.{dtype}", percentile(errs, 99), "ratio", "lower")
+                rec.metric(f"rel_error_mean.{dtype}", sum(errs) / len(errs), "ratio", "lower")
         if everything:
             rec.metric(
                 "max_rel_error",

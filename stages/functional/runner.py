@@ -32,6 +32,10 @@ def warm(threads: int) -> str:
 
     if threads > 0:
         torch.set_num_threads(threads)
+    # float32 means float32: TF32 convolutions (cuDNN's default on NVIDIA Ampere and later) would fail
+    # the float32 tolerances by design, so the catalog and the replays run with TF32 off
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     all_cases()
     return f"torch {torch.__version__}, {torch.get_num_threads()} threads"
 
