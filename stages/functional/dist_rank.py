@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -134,6 +135,19 @@ CASES: dict[str, Callable[..., None]] = {
 }
 
 
+def _expire(write: Callable[[dict[str, Any]], None], name: str, rank: int, timeout: float) -> None:
+    write(
+        {
+            "case": name,
+            "status": "failed",
+            "message": f"timed out after {timeout:g} s",
+            "broken": True,
+            "duration_s": timeout,
+        }
+    )
+    os._exit(4)  # the main thread is stuck in C++: nothing else would end it
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--rank", type=int, required=True)
@@ -143,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--cases", required=True)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per case (a watchdog) and per collective")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
 
@@ -161,22 +175,42 @@ def main(argv: list[str] | None = None) -> int:
         timeout=dt.timedelta(seconds=args.timeout),
     )
     path = args.out / f"rank{args.rank}.jsonl"
+    lock = threading.Lock()
     with open(path, "a", encoding="utf-8") as log:
+
+        def write(row: dict[str, Any]) -> None:
+            with lock:
+                log.write(json.dumps(row) + "\n")
+                log.flush()
+                os.fsync(log.fileno())
+
         for name in args.cases.split(","):
+            # gloo gives a rank whose peer skipped a collective no error until the process-group
+            # timeout, and a case may hang outside any collective: a watchdog ends either
+            watchdog = threading.Timer(args.timeout, _expire, (write, name, args.rank, args.timeout))
+            watchdog.daemon = True
             start = time.monotonic()
+            watchdog.start()
             try:
                 CASES[name](dist, args.rank, args.world, dev, args.seed)
                 if dev.type == "cuda":
                     torch.cuda.synchronize(dev)
-                row = {"case": name, "status": "passed", "message": ""}
+                row = {"case": name, "status": "passed", "message": "", "broken": False}
             except AssertionError as err:
-                row = {"case": name, "status": "failed", "message": str(err)}
+                row = {"case": name, "status": "failed", "message": str(err), "broken": False}
             except Exception as err:
-                row = {"case": name, "status": "failed", "message": f"{type(err).__name__}: {err}"[:500]}
+                # a collective that raised (a timeout, a lost peer) leaves the process group unusable
+                row = {
+                    "case": name,
+                    "status": "failed",
+                    "message": f"{type(err).__name__}: {err}"[:500],
+                    "broken": True,
+                }
+            watchdog.cancel()
             row["duration_s"] = time.monotonic() - start
-            log.write(json.dumps(row) + "\n")
-            log.flush()
-            os.fsync(log.fileno())
+            write(row)
+            if row["broken"]:
+                return 3  # the parent reruns the remaining cases in a fresh pair
     dist.destroy_process_group()
     return 0
 

@@ -69,8 +69,8 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _launch(  # noqa: PLR0917 - called positionally through Worker.call
-    names: list[str], backend: str, devices: list[str], seed: int, timeout: float, workdir: Path
+def _launch(  # noqa: PLR0917 - the pair's whole configuration
+    names: list[str], backend: str, devices: list[str], seed: int, timeout: float, workdir: Path, module: str
 ) -> tuple[dict[str, list[dict[str, Any]]], list[proc.ProcResult]]:
     port = _free_port()
     root = str(Path(__file__).resolve().parents[2])  # the directory that holds the stages package
@@ -79,14 +79,15 @@ def _launch(  # noqa: PLR0917 - called positionally through Worker.call
         "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
         "OMP_NUM_THREADS": "1",
     }
-    collective_timeout = max(5.0, timeout / 2)
-    wall = timeout + 20.0 * len(names)  # startup (import torch, rendezvous) plus each case's share
+    # the ranks' own watchdog ends a case after ``timeout``; this wall clock is the backstop for a
+    # rank stuck where no Python thread runs (startup under load: import torch, rendezvous)
+    wall = 120.0 + (timeout + 5.0) * len(names)
     results: list[proc.ProcResult | None] = [None] * WORLD
 
     def rank(r: int) -> None:
-        argv = [sys.executable, "-m", "stages.functional.dist_rank", "--rank", str(r), "--world", str(WORLD)]
+        argv = [sys.executable, "-m", module, "--rank", str(r), "--world", str(WORLD)]
         argv += ["--port", str(port), "--backend", backend, "--device", devices[r], "--cases", ",".join(names)]
-        argv += ["--seed", str(seed), "--timeout", str(collective_timeout), "--out", str(workdir)]
+        argv += ["--seed", str(seed), "--timeout", str(timeout), "--out", str(workdir)]
         results[r] = proc.run(argv, timeout=wall, env=env)
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(WORLD)]
@@ -97,36 +98,53 @@ def _launch(  # noqa: PLR0917 - called positionally through Worker.call
     rows: dict[str, list[dict[str, Any]]] = {}
     for r in range(WORLD):
         for row in _read(workdir / f"rank{r}.jsonl"):
-            rows.setdefault(row["case"], []).append(row)
+            rows.setdefault(row["case"], []).append({**row, "rank": r})
         (workdir / f"rank{r}.jsonl").unlink(missing_ok=True)
     return rows, [x for x in results if x is not None]
 
 
 def run_distributed(
-    device: Any, *, seed: int = 0, timeout: float = 60.0, names: list[str] | None = None
+    device: Any,
+    *,
+    seed: int = 0,
+    timeout: float = 60.0,
+    names: list[str] | None = None,
+    module: str = "stages.functional.dist_rank",
 ) -> list[DistResult]:
-    """Run every distributed case once in rank pairs; a hang or a crash fails the case in flight."""
+    """Run every distributed case once in rank pairs; a hang or a crash fails the case in flight.
+
+    ``module`` is the rank program (``python -m module``); tests pass one with extra cases.
+    """
     backend, devices, _ = backend_for(device)
     todo = list(names or case_names())
     out: list[DistResult] = []
     with tempfile.TemporaryDirectory(prefix="gk-dist-") as tmp:
         while todo:
-            rows, procs = _launch(todo, backend, devices, seed, timeout, Path(tmp))
-            done = 0
+            rows, procs = _launch(todo, backend, devices, seed, timeout, Path(tmp), module)
+            done, broken = 0, False
             for name in todo:
                 got = rows.get(name, [])
                 if len(got) < WORLD:
                     break
                 failed = [g for g in got if g["status"] != "passed"]
-                message = "; ".join(f"rank {got.index(g)}: {g['message']}" for g in failed)
+                message = "; ".join(f"rank {g['rank']}: {g['message']}" for g in failed)
                 duration = max(g["duration_s"] for g in got)
                 out.append(DistResult(f"distributed.{name}", "failed" if failed else "passed", message, duration))
                 done += 1
+                if any(g.get("broken") for g in got):
+                    broken = True  # later rows of this pair ran on a broken process group: rerun them
+                    break
             if done == len(todo):
                 break
+            if broken:
+                todo = todo[done:]
+                continue
             # the case in flight when a rank hung or died: fail it with what the ranks said, then go on
             stuck = todo[done]
-            why = "; ".join(f"rank {r}: {p.describe()}" for r, p in enumerate(procs) if not p.ok) or "no result"
+            said = [f"rank {g['rank']}: {g['message'] or g['status']}" for g in rows.get(stuck, [])]
+            why = (
+                "; ".join(said + [f"rank {r}: {p.describe()}" for r, p in enumerate(procs) if not p.ok]) or "no result"
+            )
             tail = next((p.stderr.strip().splitlines()[-1] for p in procs if not p.ok and p.stderr.strip()), "")
             out.append(
                 DistResult(f"distributed.{stuck}", "failed", f"{why}" + (f" ({tail[:300]})" if tail else ""), 0.0)
