@@ -71,3 +71,19 @@ def test_percentile_is_nearest_rank():
     assert percentile(values, 99) == 99.0
     assert percentile(values, 100) == 100.0
     assert percentile([3.0], 99) == 3.0
+
+
+def test_a_5x_wider_bfloat16_error_spread_is_detectable_from_the_samples():
+    """The samples of max_rel_error.bfloat16 (one per case x seed) carry the distribution a
+    baseline comparison needs: the field report's "bf16 error spread 5x wider" stands out."""
+    from scipy.stats import mannwhitneyu
+
+    from stages.functional.runner import run_case
+
+    names = ["basic_math.exp", "convolution.conv2d", "reduction.softmax", "matrix.mm.odd", "basic_math.gelu"]
+    samples = [e for n in names for e in run_case(n, "cpu", ("bfloat16",), range(6))["details"]["errors"]["bfloat16"]]
+    assert len(samples) == 30
+    again = [e for n in names for e in run_case(n, "cpu", ("bfloat16",), range(6))["details"]["errors"]["bfloat16"]]
+    assert again == samples  # same stack, same seeds: the same distribution, nothing to flag
+    wider = [5 * e for e in samples]
+    assert mannwhitneyu(wider, samples, alternative="greater").pvalue < 1e-6

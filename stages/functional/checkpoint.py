@@ -132,13 +132,14 @@ def resume(  # noqa: PLR0917 - called positionally through Worker.call
     # model is built from another seed: the checkpoint, not the initialisation, must decide the outcome
     base = _setup(spec, seed, device, batch_size, input_shape)[1]
     model, _, opt, scaler = _setup(spec, seed + 1, device, batch_size, input_shape)
-    ckpt = torch.load(Path(path), map_location=device, weights_only=True)
+    # onto the CPU: RNG states must be CPU tensors; load_state_dict moves weights and optimizer state
+    ckpt = torch.load(Path(path), map_location="cpu", weights_only=True)
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])
     scaler.load_state_dict(ckpt["scaler"])
-    torch.set_rng_state(ckpt["torch_rng"].cpu())
+    torch.set_rng_state(ckpt["torch_rng"])
     if ckpt["cuda_rng"]:
-        torch.cuda.set_rng_state_all([s.cpu() for s in ckpt["cuda_rng"]])
+        torch.cuda.set_rng_state_all(ckpt["cuda_rng"])
     n = ckpt["numpy_rng"]
     np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     py = ckpt["python_rng"]
