@@ -69,3 +69,16 @@ def test_cpu_specific_kernels_are_skipped_on_a_gpu(monkeypatch, name):
     monkeypatch.setattr(traced, "capture", lambda *a: {name: [("sig", None, ((), {}))]})
     result = traced.replay_op(TINY, 2, None, 0, name, "cuda:0")
     assert result["status"] == "skipped"
+
+
+def test_a_missing_device_kernel_is_reported_as_missing(monkeypatch):
+    def index_put_(x, *rest):
+        if x.dtype == torch.float32:  # the device replay (recorded dtype); the float64 reference works
+            raise NotImplementedError("Could not run 'aten::index_put_' with arguments from the 'CUDA' backend")
+        return x
+
+    snap = traced._snap(torch.ones(3))
+    monkeypatch.setattr(traced, "capture", lambda *a: {"aten::index_put_": [("sig", index_put_, ((snap,), {}))]})
+    result = traced.replay_op(TINY, 2, None, 0, "aten::index_put_", "cpu")
+    assert result["status"] == "failed"
+    assert "missing: sig: Could not run 'aten::index_put_'" in result["message"]

@@ -4,6 +4,7 @@ its checks on the recorder, adds to the tally and returns its summary part."""
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,10 +56,12 @@ def catalog(rec: Any, runner: CaseRunner, plan: Plan, tally: Tally) -> None:
     cases = cases_in(plan.categories)
     progress = Progress("catalog", len(cases), stream=rec.stream)
     done = [0]
+    lock = threading.Lock()  # workers finish on their own threads
 
     def tick(i: int, _: Outcome) -> None:
-        done[0] += 1
-        progress.update(done[0], cases[i].name)
+        with lock:
+            done[0] += 1
+            progress.update(done[0], cases[i].name)
 
     items = [(c.name, plan.dev, plan.dtypes, plan.seeds) for c in cases]
     outcomes = runner.map("stages.functional.runner:run_case", items, on_done=tick)
