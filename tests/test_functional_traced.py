@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stages.functional import traced
+from stages.functional import model_compare, traced
 
 TINY = "tests.functional_models:tiny"
 
@@ -48,7 +48,7 @@ def test_drift_on_the_device_side_is_reported(monkeypatch):
 
 
 def test_whole_model_gradients_match_cpu_float64():
-    m = traced.model_vs_cpu(TINY, 2, None, 0, "cpu")
+    m = model_compare.model_vs_cpu(TINY, 2, None, 0, "cpu")
     assert m["grad_cosine_min"] > 0.9999
     assert m["max_rel_error"] < 1e-4
     assert {"grad conv.weight", "grad bn.weight", "grad fc.bias", "output[0]"} <= set(m["rows"])

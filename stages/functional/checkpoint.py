@@ -48,14 +48,14 @@ def _steps(model: Any, base: Any, opt: Any, scaler: Any, n: int) -> None:
     import numpy as np
     import torch
 
-    from stages.functional.traced import _loss
+    from stages.functional.model_compare import model_loss
 
     for _ in range(n):
         x = base + torch.randn_like(base) * float(np.random.uniform(0.05, 0.15))
         for group in opt.param_groups:
             group["lr"] = 1e-3 * (1.0 + 0.1 * random.random())
         opt.zero_grad(set_to_none=True)
-        scaler.scale(_loss(model(x))).backward()
+        scaler.scale(model_loss(model(x))).backward()
         scaler.step(opt)
         scaler.update()
 

@@ -109,17 +109,26 @@ def traced(rec: Any, runner: CaseRunner, plan: Plan) -> dict[str, Any]:
     ops = listed.value
     rec.log(f"  captured {len(ops)} distinct aten ops, {sum(ops.values())} signatures (forward + backward, train mode)")
     outcomes = runner.map("stages.functional.traced:replay_op", [(*key, op, plan.dev) for op in ops])
-    passed, failed, skipped, fallbacks = [], [], [], []
+    passed, failed, skipped, fallbacks, missing, drift = [], [], [], [], [], []
     for op, outcome in zip(ops, outcomes, strict=True):
         check = _record_value(rec, f"traced.{op}", outcome)  # type: ignore[arg-type]
         {"passed": passed, "skipped": skipped}.get(check.status, failed).append(op)
-        if outcome is not None and outcome.ok and outcome.value.get("fallbacks"):
+        value = outcome.value if outcome is not None and outcome.ok else {}
+        problems = value.get("details", {}).get("problems", [])
+        if value.get("fallbacks"):
             fallbacks.append(op)
+        if any(p.startswith("missing:") for p in problems) or (check.status == "failed" and not value):
+            missing.append(op)  # no kernel, or the replay crashed or hung the worker
+        if any(p.startswith("drift:") for p in problems):
+            drift.append(op)
     tested = len(passed) + len(failed)
     rec.metric("traced_op_pass_rate", len(passed) / tested if tested else None, "ratio", "higher")
-    model = runner.call("stages.functional.traced:model_vs_cpu", *key, plan.dev, timeout=max(plan.timeout, 300.0))
+    model = runner.call(
+        "stages.functional.model_compare:model_vs_cpu", *key, plan.dev, timeout=max(plan.timeout, 300.0)
+    )
     summary: dict[str, Any] = {"ops": len(ops), "signatures": sum(ops.values()), "passed": len(passed)}
-    summary.update(failing_ops=failed, cpu_fallbacks=fallbacks, untested=skipped)
+    summary.update(failing_ops=failed, missing_ops=missing, cpu_fallbacks=fallbacks, drifting_ops=drift)
+    summary["untested"] = skipped
     if not model.ok:
         rec.outcome("traced.model.forward_backward", model)
         rec.metric("model_grad_cosine_min", None, "ratio", "higher")
