@@ -10,7 +10,8 @@ inputs (error <= u, tolerance 2u), "pointwise" ops add one or two roundings
 (<= 3u, tolerance 4u), the others leave room for error growth with the function
 or the reduction length. The float32 rows are far looser than float32 needs on a
 CPU (the largest errors are 1-6% of them), leaving room for GPU kernels that
-reorder sums, but still 100x tighter than a float32 op secretly computed in half.
+reorder sums, yet tight enough that a float32 op secretly computed in half (errors
+about 5e-4 and up) fails.
 Measured headroom over 100 seeds: ``benchmarks/functional_tolerances.py``
 (largest error / tolerance at most 0.66, 0 failures; table in benchmarks/README.md).
 """
