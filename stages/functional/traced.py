@@ -75,8 +75,10 @@ def capture(spec: str | None, batch_size: int, input_shape: tuple[int, ...] | No
     key = (spec, batch_size, input_shape, seed)
     if key in _CAPTURES:
         return _CAPTURES[key]
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from stages.functional.compare import flatten
     from stages.models import load_model
 
     loaded = load_model(spec, seed=seed)
@@ -94,10 +96,15 @@ def capture(spec: str | None, batch_size: int, input_shape: tuple[int, ...] | No
                 + "".join(f", {k}={_describe(v)}" for k, v in sorted(kwargs.items()))
                 + ")"
             )
-            if sig not in sigs:  # snapshot before the call: in-place ops mutate their inputs
-                sigs.add(sig)
-                seen.setdefault(name, []).append((sig, func, (_snap(args), _snap(kwargs))))
-            return func(*args, **kwargs)
+            if sig in sigs:
+                return func(*args, **kwargs)
+            sigs.add(sig)
+            snap = (_snap(args), _snap(kwargs))  # before the call: in-place ops mutate their inputs
+            out = func(*args, **kwargs)
+            # ops without a tensor result (promote_types, size queries) are metadata, not kernels
+            if any(isinstance(t, torch.Tensor) for t in flatten(out)):
+                seen.setdefault(name, []).append((sig, func, snap))
+            return out
 
     with Record():
         out = model(x)
