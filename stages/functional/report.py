@@ -144,6 +144,7 @@ def write_markdown(path: Path, summary: dict[str, Any], device: str) -> Path:
             lines.append(f"| {dtype} | {p['samples']} | {_fmt(p['max'])} | {_fmt(p['mean'])} | {_fmt(p['p99'])} |")
         lines.append("")
     for key, title in (
+        ("distributed", "Distributed"),
         ("traced", "Model-traced ops"),
         ("model", "Whole model vs CPU float64"),
         ("checkpoint", "Checkpoint restore"),
