@@ -97,7 +97,7 @@ def run_case(name: str, device: str, dtypes: Sequence[str], seeds: Sequence[int]
                 break
         if errs:
             errors[dtype] = errs
-    if case.gradcheck and "float32" in dtypes:
+    if case.gradcheck:
         problem = _gradcheck(case, dev, base)
         if problem:
             problems.append(problem)
