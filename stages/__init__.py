@@ -13,6 +13,7 @@ __all__ = ["STAGES", "load_stage"]
 # name -> module, in the order the pipeline runs them
 STAGES: dict[str, str] = {
     "verify_hip": "stages.verify_hip",
+    "performance_baseline": "stages.performance_baseline",
 }
 
 
