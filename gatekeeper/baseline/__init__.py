@@ -76,9 +76,30 @@ def _open_file_store(location: str) -> BaselineStore:
     return FileStore(location)
 
 
+def _open_sqlite_store(location: str) -> BaselineStore:
+    from gatekeeper.baseline.sqlite import SqliteStore
+
+    return SqliteStore(location)
+
+
+def _open_gitlab_store(location: str) -> BaselineStore:
+    from gatekeeper.baseline.gitlab import GitLabStore
+
+    return GitLabStore.from_env(location)
+
+
+def _open_git_store(location: str) -> BaselineStore:
+    from gatekeeper.baseline.git import GitStore
+
+    return GitStore(location)
+
+
 # spec prefix -> factory(location)
 STORES: dict[str, Callable[[str], BaselineStore]] = {
     "file": _open_file_store,
+    "sqlite": _open_sqlite_store,
+    "gitlab": _open_gitlab_store,
+    "git": _open_git_store,
 }
 
 
