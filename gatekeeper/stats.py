@@ -3,8 +3,9 @@
 Iterations inside one process are not independent (kernel choice and allocator
 layout are fixed per process), so the unit of every test here is the *process*:
 the body is compared through per-process medians (one-sided Welch t-test on
-their logs), and the tail through per-process exceedance rates (Mann-Whitney
-rank test), so a burst of spikes in one process counts as one observation.
+their logs), and the tail through per-process exceedance counts (an exact
+permutation test over processes, ``gatekeeper.tail``), so a burst of spikes in
+one process counts as one observation.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats as sps
 
-from gatekeeper.quantiles import Interval, as_groups, cluster_interval, harrell_davis, run_summary
+from gatekeeper.quantiles import BOOTSTRAP, Interval, as_groups, cluster_interval, harrell_davis, run_summary
+from gatekeeper.tail import tail_test
 
 __all__ = [
     "Comparison",
@@ -32,10 +34,9 @@ __all__ = [
 ]
 
 Verdict = Literal["regression", "improvement", "equivalent", "inconclusive"]
-TailVerdict = Literal["regression", "no_change", "inconclusive"]
+TailVerdict = Literal["regression", "no_change", "inconclusive"]  # as in gatekeeper.tail
 
 MIN_PROCESSES = 3  # Welch's test on fewer process medians has almost no degrees of freedom
-MIN_TAIL_ITERATIONS = 20  # per process: below this a rate of a few percent is mostly zeros
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,16 @@ def compare_runs(
     candidate_cv: float | None = None,
     min_processes: int = MIN_PROCESSES,
     unit: str = "",
+    resamples: int = BOOTSTRAP,
 ) -> Comparison:
     """Judge ``candidate`` against ``baseline`` (each a list of per-process sample lists; a flat list = one process).
 
+    ``alpha`` is the false-alarm rate of the whole comparison: body and tail
+    are each tested at ``alpha/2`` (Bonferroni); the p-values reported are raw.
+
     ``baseline_cv``/``candidate_cv`` override the run's own fluctuation (CV of its
-    process medians), e.g. with the stage's ``throughput_cv``.
+    process medians), e.g. with the stage's ``throughput_cv``. ``resamples``:
+    cluster-bootstrap resamples for the P99 intervals (0: no intervals).
     """
     if better not in ("lower", "higher"):
         raise ValueError(f"better must be 'lower' or 'higher', not {better!r}")
@@ -130,12 +136,13 @@ def compare_runs(
     if min(x for g in b + c for x in g) <= 0:
         raise ValueError("samples must be positive (times, rates, sizes)")
     common = {"better": better, "min_effect": min_effect, "tail_factor": tail_factor, "unit": unit}
-    p99 = _p99s(b, c)
+    p99 = _p99s(b, c, resamples)
     problems = _validity(
         b, c, max_cv=max_cv, baseline_cv=baseline_cv, candidate_cv=candidate_cv, min_processes=min_processes
     )
-    body = _body(b, c, better, alpha, min_effect) if len(b) >= 2 and len(c) >= 2 else None
-    tail = _tail(b, c, better=better, alpha=alpha, factor=tail_factor, min_processes=min_processes)
+    # Two claims per comparison (body and tail): each at alpha/2 keeps one comparison's false alarms within alpha.
+    body = _body(b, c, better, alpha / 2, min_effect) if len(b) >= 2 and len(c) >= 2 else None
+    tail = tail_test(b, c, better=better, alpha=alpha / 2, factor=tail_factor, min_processes=min_processes)
     if body is None:
         return Comparison("inconclusive", None, None, None, *tail, *p99, "; ".join(problems), **common)
     verdict, ratio, ci, p = body
@@ -216,33 +223,10 @@ def _body_reason(verdict: str, ratio: float, ci: tuple[float, float], min_effect
     return f"the 95% interval {_pct(ci[0])}..{_pct(ci[1])} is too wide to exclude a {min_effect:.0%} change"
 
 
-def _tail(
-    b: list[np.ndarray], c: list[np.ndarray], *, better: str, alpha: float, factor: float, min_processes: int
-) -> tuple[TailVerdict, float | None, float | None, float | None]:
-    center = float(np.median([np.median(g) for g in b]))
-    if better == "lower":
-        rates_b = np.array([np.mean(g > factor * center) for g in b])
-        rates_c = np.array([np.mean(g > factor * center) for g in c])
-    else:
-        rates_b = np.array([np.mean(g < center / factor) for g in b])
-        rates_c = np.array([np.mean(g < center / factor) for g in c])
-    pooled_b = float(sum(np.sum(r * len(g)) for r, g in zip(rates_b, b, strict=True)) / sum(len(g) for g in b))
-    pooled_c = float(sum(np.sum(r * len(g)) for r, g in zip(rates_c, c, strict=True)) / sum(len(g) for g in c))
-    too_short = min(len(g) for g in b + c) < MIN_TAIL_ITERATIONS
-    if len(b) < min_processes or len(c) < min_processes or too_short:
-        return "inconclusive", pooled_b, pooled_c, None
-    if np.all(rates_b == rates_c[0]) and np.all(rates_c == rates_c[0]):
-        return "no_change", pooled_b, pooled_c, 1.0  # e.g. no spikes at all on either side
-    # The process is the unit: a rank test on per-process rates is immune to spikes clustering in one process.
-    p = float(sps.mannwhitneyu(rates_c, rates_b, alternative="greater").pvalue)
-    verdict: TailVerdict = "regression" if p < alpha and pooled_c > pooled_b else "no_change"
-    return verdict, pooled_b, pooled_c, p
-
-
 def _p99s(
-    b: list[np.ndarray], c: list[np.ndarray]
+    b: list[np.ndarray], c: list[np.ndarray], resamples: int
 ) -> tuple[float | None, float | None, tuple[float, float] | None, tuple[float, float] | None]:
-    ib, ic = cluster_interval(b, 0.99), cluster_interval(c, 0.99)
+    ib, ic = cluster_interval(b, 0.99, resamples=resamples), cluster_interval(c, 0.99, resamples=resamples)
     return ib.estimate, ic.estimate, ib.ci, ic.ci
 
 

@@ -38,6 +38,9 @@ def test_latest_is_the_newest_comparable_result(tmp_path: Path) -> None:
     assert got.metrics["latency_ms"].value == 11.0
     assert len(got.metrics["latency_ms"].samples) == 3  # process grouping survives the store
     assert store.latest("performance_baseline", _report(0, arch="gfx1100")) is None  # never compared silently
+    assert "no passed performance_baseline result on rocm gfx1100" in store.why_missing
+    assert store.latest("performance_baseline", _report(0, model="third")) is None
+    assert store.why_missing.startswith("baseline used model=")
     assert store.latest("verify_hip", like) is None
 
 

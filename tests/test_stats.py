@@ -182,3 +182,21 @@ def test_theil_sen_slope_recovers_a_trend_through_outliers() -> None:
     assert lo <= slope <= hi
     with pytest.raises(ValueError):
         theil_sen_slope([1.0], [1.0])
+
+
+def test_tail_permutation_p_is_exact_on_a_small_case() -> None:
+    from gatekeeper.tail import permutation_p
+
+    # 3 vs 3: 20 splits; the observed split is the single largest one
+    assert permutation_p([5.0, 6.0, 7.0], [1.0, 2.0, 3.0]) == pytest.approx(1 / 20)
+    assert permutation_p([1.0, 2.0, 3.0], [5.0, 6.0, 7.0]) == pytest.approx(1.0)
+    big = permutation_p(list(np.arange(20.0, 40.0)), list(np.arange(20.0)))  # C(40,20) splits: sampled
+    assert big < 1e-3
+
+
+def test_field_report_lower_mean_but_tripled_p99_is_a_tail_regression() -> None:
+    rng = np.random.default_rng(11)
+    c = compare_runs(_run(rng, m=400), _run(rng, m=400, shift=0.97, spike=0.03), unit="ms")
+    assert c.verdict != "regression"
+    assert c.tail_verdict == "regression"
+    assert c.tail_p_value < 0.005

@@ -51,6 +51,7 @@ class GitStore:
         except git.GitCommandError:
             raise InputError(None, "--baseline git:", f"{branch!r} is not a valid branch name") from None
         self.branch = branch
+        self.why_missing = ""  # why the last latest() returned None
         self.ref = f"refs/heads/{branch}"
         self.remote = remote if remote is not None else os.environ.get("GATEKEEPER_GIT_REMOTE") or None
 
@@ -99,9 +100,14 @@ class GitStore:
         return out
 
     def latest(self, stage: str, like: StageReport) -> StageReport | None:
+        self.why_missing = f"no passed {stage} result on branch {self.branch}"
         for _, report in self._records(stage):
-            if report.status == "passed" and comparability(report, like) is None:
+            reason = comparability(report, like) if report.status == "passed" else "not passed"
+            if reason is None:
+                self.why_missing = ""
                 return report
+            if reason != "not passed":
+                self.why_missing = reason
         return None
 
     def history(

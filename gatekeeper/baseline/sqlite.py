@@ -49,6 +49,7 @@ CREATE INDEX IF NOT EXISTS results_stage_time ON results (stage, recorded_at, id
 class SqliteStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.why_missing = ""  # why the last latest() returned None
         if not str(path):
             raise InputError(None, "--baseline", "sqlite store needs a path", "e.g. sqlite:.gatekeeper/results.db")
         with self._connect() as conn:
@@ -124,10 +125,14 @@ class SqliteStore:
                 "AND status = 'passed' ORDER BY recorded_at DESC, id DESC LIMIT ?",
                 (stage, env.device_kind, env.arch, _SCAN),
             ).fetchall()
+        self.why_missing = f"no passed {stage} result on {env.device_kind} {env.arch} in {self.path}"
         for (text,) in rows:
             report = StageReport.from_dict(json.loads(text))
-            if comparability(report, like) is None:
+            reason = comparability(report, like)
+            if reason is None:
+                self.why_missing = ""
                 return report
+            self.why_missing = reason
         return None
 
     def history(
