@@ -20,7 +20,7 @@ import io
 import json
 import os
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -128,7 +128,8 @@ class GitLabStore:
         resp = self._get(f"jobs/{int(job['id'])}/artifacts/{quote(name)}")
         if resp is not None:
             return self._report_from(resp.content, f"job {job['id']} {name}")
-        if not job.get("artifacts_file"):
+        archive = job.get("artifacts_file") or {}
+        if not archive or int(archive.get("size") or 0) > _MAX_ZIP:  # never pull a checkpoint-sized archive
             return None
         resp = self._get(f"jobs/{int(job['id'])}/artifacts")
         if resp is None or len(resp.content) > _MAX_ZIP:
@@ -141,11 +142,13 @@ class GitLabStore:
             self.why_missing = f"job {job['id']} artifacts are not a zip archive"
             return None
 
-    def _candidates_by_pipeline(self, stage: str) -> list[StageReport]:
+    def _candidates_by_pipeline(self, stage: str) -> Iterator[StageReport]:
+        """Reports of ``stage`` from the branch's successful pipelines, newest first, fetched lazily."""
         params = {"ref": self.branch, "status": "success", "order_by": "id", "sort": "desc", "per_page": _PIPELINES}
         resp = self._get("pipelines", params)
         pipelines = self._json(resp) if resp is not None else []
-        found = []
+        if not pipelines:
+            self.why_missing = f"no successful pipeline on {self.branch}"
         for pipeline in pipelines[:_PIPELINES]:
             resp = self._get(f"pipelines/{int(pipeline['id'])}/jobs", {"scope[]": "success", "per_page": 100})
             for job in self._json(resp) if resp is not None else []:
@@ -153,20 +156,15 @@ class GitLabStore:
                     continue
                 report = self._from_job(job, stage)
                 if report is not None and report.stage == stage:
-                    found.append(report)
-        if not pipelines:
-            self.why_missing = f"no successful pipeline on {self.branch}"
-        return found
+                    yield report
 
-    def _candidates_by_ref(self, stage: str) -> list[StageReport]:
+    def _candidates_by_ref(self, stage: str) -> Iterator[StageReport]:
         name = f"{self.artifacts_dir}/{stage}.json" if self.artifacts_dir else f"{stage}.json"
-        found = []
         for job in self.job_names or (stage,):
             resp = self._get(f"jobs/artifacts/{quote(self.branch, safe='')}/raw/{quote(name)}", {"job": job})
             report = self._report_from(resp.content, f"{job} {name}") if resp is not None else None
             if report is not None and report.stage == stage:
-                found.append(report)
-        return found
+                yield report
 
     def latest(self, stage: str, like: StageReport) -> StageReport | None:
         self.why_missing = ""
@@ -187,8 +185,13 @@ class GitLabStore:
         self, stage: str, *, channel: str | None = None, limit: int = 50
     ) -> Sequence[tuple[RunInfo, StageReport]]:
         reports = self._candidates_by_pipeline(stage) if self.private else self._candidates_by_ref(stage)
-        out = [(RunInfo(ref=self.branch, recorded_at=r.started_at), r) for r in reports]
-        return [x for x in out if not channel or x[1].environment.channel == channel][:limit]
+        out = []
+        for r in reports:
+            if not channel or r.environment.channel == channel:
+                out.append((RunInfo(ref=self.branch, recorded_at=r.started_at), r))
+            if len(out) >= limit:
+                break
+        return out
 
     def save(self, report: StageReport, info: RunInfo) -> None:
         raise InputError(
