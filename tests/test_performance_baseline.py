@@ -101,3 +101,34 @@ def test_a_crashing_model_is_a_failed_check_not_a_dead_stage(tmp_path: Path) -> 
     assert check["status"] == "failed"
     assert "exited with code 1" in check["message"]
     assert "TypeError" in check["message"]
+
+
+@pytest.mark.slow
+def test_a_hanging_process_is_killed_after_the_check_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "hangmodel.py").write_text("import time\n\ndef build():\n    time.sleep(600)\n", encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    out = tmp_path / "out"
+    argv = ["--out", str(out), "--device", "cpu", "--model", "hangmodel:build", "--processes", "1"]
+    assert pb.main([*argv, "--check-timeout", "4", "--iterations", "2"]) == 1
+    doc = json.loads((out / "performance_baseline.json").read_text(encoding="utf-8"))
+    check = next(c for c in doc["checks"] if c["name"] == "process.1")
+    assert check["status"] == "failed"
+    assert "timed out after 4 s" in check["message"]
+    assert check["duration_s"] < 60
+
+
+@pytest.mark.slow
+def test_a_killed_soak_leaves_its_finished_windows(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from gatekeeper import proc
+
+    path = tmp_path / "soak.jsonl"
+    cfg = {"device": "cpu", "batch_size": 2, "warmup": 2, "duration_s": 600, "series_path": str(path)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    res = proc.run([sys.executable, "-m", "stages.perf.timing"], timeout=15, env=env, input_text=json.dumps(cfg))
+    assert res.timed_out  # killed mid-soak, like a cancelled 24 h job
+    points = series.read_series(path)
+    assert len(points) >= 2
+    assert all(p["throughput"] > 0 for p in points)
