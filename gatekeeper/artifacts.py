@@ -22,6 +22,7 @@ __all__ = [
     "Environment",
     "Metric",
     "StageReport",
+    "junit_bytes",
     "read_artifacts",
     "read_stage",
     "utc_now",
@@ -225,10 +226,11 @@ def write_junit(report: StageReport, path: str | Path) -> Path:
     suite.update_statistics()
     xml = JUnitXml()
     xml.add_testsuite(suite)
-    return files.atomic_write(path, _junit_bytes(xml))
+    return files.atomic_write(path, junit_bytes(xml))
 
 
-def _junit_bytes(xml: Any) -> bytes:
+def junit_bytes(xml: Any) -> bytes:
+    """A junitparser document as UTF-8 bytes with an XML declaration."""
     from xml.etree import ElementTree as ET
 
     return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(xml._elem, encoding="utf-8")

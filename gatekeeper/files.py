@@ -8,6 +8,7 @@ so a crash or a full disk never leaves a half-written file behind.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import tempfile
@@ -23,6 +24,7 @@ from gatekeeper.errors import InputError
 __all__ = [
     "YamlDocument",
     "atomic_write",
+    "dates_to_text",
     "read_json",
     "read_text",
     "read_yaml",
@@ -133,7 +135,38 @@ def read_yaml(path: str | Path, *, what: str = "YAML file") -> YamlDocument:
         raise InputError(path, where, f"invalid YAML: {err.problem or err.context}", "fix the YAML syntax") from None
     except yaml.YAMLError as err:
         raise InputError(path, "", f"invalid YAML: {err}") from None
+    except ValueError as err:  # e.g. an impossible date such as 2025-13-01
+        where, value = _bad_scalar(root)
+        raise InputError(path, where, f"invalid value {value!r}: {err}", "write dates as YYYY-MM-DD") from None
     return YamlDocument(str(path), data, root)
+
+
+def dates_to_text(obj: Any) -> Any:
+    """YAML reads an unquoted 2027-01-31 as a date; schemas (and JSON) speak strings."""
+    if isinstance(obj, dict):
+        return {k: dates_to_text(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [dates_to_text(v) for v in obj]
+    if isinstance(obj, dt.date):
+        return obj.isoformat()
+    return obj
+
+
+def _bad_scalar(node: yaml.Node | None) -> tuple[str, str]:
+    """The first scalar that PyYAML's constructor refuses (its position, its text)."""
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop(0)
+        if isinstance(n, yaml.ScalarNode):
+            try:
+                yaml.SafeLoader("").construct_object(n, deep=True)
+            except ValueError:
+                return f"{n.start_mark.line + 1}:{n.start_mark.column + 1}", str(n.value)
+        elif isinstance(n, yaml.MappingNode):
+            stack.extend(v for pair in n.value for v in pair)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+    return "", ""
 
 
 @contextlib.contextmanager

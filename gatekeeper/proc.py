@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,3 +104,34 @@ def _reap_group(pgid: int) -> None:
     # Grandchildren that outlived the child still belong to its group.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def run_passthrough(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> ProcResult:
+    """Like ``run``, but the child writes straight to our stdout/stderr (live progress); nothing is captured."""
+    import time
+
+    argv = tuple(str(a) for a in argv)
+    start = time.monotonic()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        child = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True
+        )
+    except OSError as err:
+        return ProcResult(argv, None, "", "", False, 0.0, start_error=err.strerror or str(err))
+    try:
+        child.wait(timeout=timeout)
+        return ProcResult(argv, child.returncode, "", "", False, time.monotonic() - start)
+    except subprocess.TimeoutExpired:
+        kill_group(child)
+        return ProcResult(argv, None, "", "", True, time.monotonic() - start)
+    except KeyboardInterrupt:
+        kill_group(child)
+        raise

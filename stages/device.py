@@ -9,14 +9,24 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from gatekeeper.artifacts import Environment
 from gatekeeper.errors import InputError
+from gatekeeper.probes import versions
 
-__all__ = ["DeviceInfo", "detect", "environment", "read_rocm_version", "resolve_channel"]
+__all__ = [
+    "DeviceInfo",
+    "detect",
+    "environment",
+    "read_amdgpu_driver_version",
+    "read_rocm_version",
+    "resolve_channel",
+    "rocm_root",
+]
 
 Kind = Literal["cpu", "rocm", "cuda"]
 
@@ -31,6 +41,9 @@ class DeviceInfo:
     compute_capability: str | None = None
     total_memory_bytes: int | None = None
     why_cpu: str = ""  # when a GPU was wanted or possible but is not used
+    names: tuple[str, ...] = ()  # every visible device, in torch's order
+    memory_bytes: tuple[int, ...] = ()
+    arch_list: tuple[str, ...] = ()  # torch.cuda.get_arch_list(): the targets this torch build carries
 
     @property
     def is_gpu(self) -> bool:
@@ -57,32 +70,47 @@ def detect(requested: str = "auto") -> DeviceInfo:
                 None, "--device", f"--device {requested} was requested but {why}", "use --device auto or cpu"
             )
         return DeviceInfo("cpu", "cpu", why_cpu=why)
-    props = torch.cuda.get_device_properties(0)
+    count = torch.cuda.device_count()
+    all_props = [torch.cuda.get_device_properties(i) for i in range(count)]
+    props = all_props[0]
     gfx = getattr(props, "gcnArchName", None) if kind == "rocm" else None
     cc = None if kind == "rocm" else f"{props.major}.{props.minor}"
     return DeviceInfo(
         kind=kind,
         torch_device="cuda:0",
         name=props.name,
-        count=torch.cuda.device_count(),
+        count=count,
         gfx_arch=gfx,
         compute_capability=cc,
         total_memory_bytes=int(props.total_memory),
+        names=tuple(p.name for p in all_props),
+        memory_bytes=tuple(int(p.total_memory) for p in all_props),
+        arch_list=tuple(torch.cuda.get_arch_list()),
     )
 
 
-def read_rocm_version(environ: dict[str, str] | None = None) -> str | None:
-    env = os.environ if environ is None else environ
-    roots = [env.get("ROCM_PATH"), env.get("ROCM_HOME"), "/opt/rocm"]
-    for root in filter(None, roots):
-        path = Path(root) / ".info" / "version"
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            continue
-        if text:
-            return text.splitlines()[0].strip()
-    return None
+def rocm_root(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The ROCm install: $ROCM_PATH, $ROCM_HOME or /opt/rocm, the first with a .info/version file."""
+    return versions.find_rocm_root(os.environ if environ is None else environ)
+
+
+def read_rocm_version(environ: Mapping[str, str] | None = None) -> str | None:
+    root = rocm_root(environ)
+    if root is None:
+        return None
+    try:
+        text = (root / ".info" / "version").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return versions.parse(text).version
+
+
+def read_amdgpu_driver_version(sys_root: str | Path = "/sys") -> str | None:
+    """The amdgpu kernel module's version (DKMS installs expose it; the in-tree driver does not)."""
+    try:
+        return (Path(sys_root) / "module" / "amdgpu" / "version").read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 def resolve_channel(explicit: str | None = None, torch_version: str | None = None) -> Literal["stable", "nightly"]:
@@ -98,7 +126,7 @@ def resolve_channel(explicit: str | None = None, torch_version: str | None = Non
 def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
     import torch
 
-    driver = None
+    driver = read_amdgpu_driver_version() if info.kind == "rocm" else None
     if info.kind == "cuda":
         try:
             driver = str(torch.cuda.driver_version()) if hasattr(torch.cuda, "driver_version") else None

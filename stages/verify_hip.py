@@ -1,18 +1,31 @@
-"""verify_hip: is the device stack usable at all? Device visibility, versions,
-and smoke kernels (matmul, conv2d, a reduction) on the device against a CPU
-float64 reference, each isolated so a kernel that crashes is a failed check."""
+"""verify_hip: is the device stack usable at all, and will this torch build run on it?
+
+Checked in this order, so a doomed run is found before any kernel: device
+visibility, versions (ROCm, HIP, MIOpen, rocBLAS/hipBLASLt, driver; CUDA and
+compute capability on NVIDIA), arch compatibility predicted from names, smoke
+kernels (matmul, conv2d, a reduction) on the device against a CPU float64
+reference, each isolated so a kernel that crashes is a failed check, and
+environment hygiene. On CPU every GPU-only check is skipped with the reason.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 
-from stages._stage import StageContext, stage_main
+from gatekeeper import archcompat
+from gatekeeper.findings import Finding, count_problems
+from gatekeeper.hygiene import FsFacts, hygiene_findings
+from gatekeeper.probes import versions
+from stages import device as devmod
+from stages._stage import Recorder, StageContext, stage_main
 from stages.isolate import Worker
 
 NAME = "verify_hip"
-DESCRIPTION = "Device visibility, versions and smoke kernels against a CPU float64 reference."
+DESCRIPTION = "Device visibility, versions, arch compatibility, smoke kernels vs CPU float64, environment hygiene."
 
 
 @dataclass(frozen=True)
@@ -66,29 +79,145 @@ def smoke_kernel(kind: str, device: str, rtol: float) -> dict:
     return {"message": f"max relative error {rel:.3g} (tolerance {rtol:g})", "details": {"max_rel_error": rel}}
 
 
-def run(ctx: StageContext) -> None:
+def _versioned(rec: Recorder, name: str, value: str | None, why_missing: str, found: dict[str, Any]) -> None:
+    found[name] = value
+    if value:
+        rec.record(f"versions.{name}", "passed", value)
+    else:
+        rec.skip(f"versions.{name}", why_missing)
+
+
+def _device(ctx: StageContext) -> dict[str, Any]:
     rec, info, env = ctx.rec, ctx.device, ctx.environment
-    with rec.group("device", "device visibility and versions"):
-        if info.is_gpu:
-            rec.record("device.visible", "passed", f"{info.count} device(s): {info.name}")
-        else:
-            rec.skip("device.visible", f"no GPU: {info.no_gpu_reason()}")
-        rec.metric("device_count", float(info.count), "devices", "higher")
-        rec.metric("device_available", 1.0 if info.is_gpu else 0.0, "bool", "higher")
-        build = (
-            "HIP " + env.hip_version
-            if env.hip_version
-            else ("CUDA " + env.cuda_version if env.cuda_version else "CPU-only")
+    if info.is_gpu:
+        gib = [f"{b / 2**30:.1f} GiB" for b in info.memory_bytes]
+        listing = "; ".join(f"{i}: {n} ({m})" for i, (n, m) in enumerate(zip(info.names, gib, strict=False)))
+        rec.record("device.visible", "passed", f"{info.count} device(s): {listing or info.name}")
+        rec.record("device.memory", "passed", ", ".join(gib) or "unknown")
+    else:
+        rec.skip("device.visible", f"no GPU: {info.no_gpu_reason()}")
+        rec.skip("device.memory", f"no GPU: {info.no_gpu_reason()}")
+    rec.metric("device_count", float(info.count), "devices", "higher")
+    rec.metric("device_available", 1.0 if info.is_gpu else 0.0, "bool", "higher")
+    build = "HIP " + env.hip_version if env.hip_version else ("CUDA " + env.cuda_version if env.cuda_version else "")
+    rec.record("torch.build", "passed", f"torch {env.torch_version} ({build or 'CPU-only'} build)")
+    return {
+        "available": info.is_gpu,
+        "kind": info.kind,
+        "count": info.count,
+        "names": list(info.names),
+        "memory_bytes": list(info.memory_bytes),
+        "why_cpu": info.why_cpu or None,
+        "torch": env.torch_version,
+        "build": build or "CPU-only",
+    }
+
+
+def _versions(ctx: StageContext) -> dict[str, Any]:
+    rec, info, env = ctx.rec, ctx.device, ctx.environment
+    found: dict[str, Any] = {}
+    root = devmod.rocm_root()
+    no_rocm = "no ROCm install (.info/version under $ROCM_PATH, $ROCM_HOME or /opt/rocm)"
+    _versioned(rec, "rocm", devmod.read_rocm_version(), no_rocm, found)
+    _versioned(rec, "hip_runtime", env.hip_version, "not a HIP build of torch", found)
+    miopen = env.extra.get("miopen_version") if info.kind == "rocm" else None
+    why = "needs a ROCm GPU (torch exposes MIOpen through torch.backends.cudnn on ROCm)"
+    _versioned(rec, "miopen", str(miopen) if miopen else None, why, found)
+    libs = versions.scan_libraries(root) if root else {}
+    for lib in ("rocblas", "hipblaslt"):
+        why = f"not found under {root}/lib" if root else no_rocm
+        _versioned(rec, lib, libs.get(lib), why, found)
+    if info.kind == "rocm":
+        why = "amdgpu module exposes no version (in-tree kernel driver)"
+    elif info.kind == "cuda":
+        why = "torch did not report the CUDA driver version"
+    else:
+        why = f"no GPU: {info.no_gpu_reason()}"
+    _versioned(rec, "driver", env.driver, why, found)
+    _versioned(rec, "cuda", env.cuda_version, "not a CUDA build of torch", found)
+    why = "needs an NVIDIA GPU" if info.kind != "cuda" else "not reported"
+    _versioned(rec, "compute_capability", info.compute_capability, why, found)
+    return found
+
+
+def _arch(ctx: StageContext) -> archcompat.ArchResult | None:
+    rec, info = ctx.rec, ctx.device
+    if not info.is_gpu:
+        rec.skip("arch.compatible", f"no GPU: {info.no_gpu_reason()}")
+        return None
+    if info.kind == "rocm":
+        result = archcompat.check_rocm(
+            info.gfx_arch or "",
+            info.arch_list,
+            override=os.environ.get("HSA_OVERRIDE_GFX_VERSION"),
+            rocm_family=versions.family(ctx.environment.hip_version),
         )
-        rec.record("torch.build", "passed", f"torch {env.torch_version} ({build} build)")
-    with rec.group("smoke", "smoke kernels vs CPU float64"), Worker() as worker:
+    else:
+        result = archcompat.check_cuda(info.compute_capability or "", info.arch_list)
+    notes = "".join(f"\nnote: {n}" for n in result.notes)
+    if result.compatible is None:
+        rec.skip("arch.compatible", result.message + notes)
+        return result
+    rec.metric("arch_compatible", 1.0 if result.compatible else 0.0, "bool", "higher")
+    status = "passed" if result.compatible else "failed"
+    fix = f"\nfix: {result.remediation}" if result.remediation else ""
+    rec.record("arch.compatible", status, result.message + fix + notes, details=result.to_dict())
+    return result
+
+
+def _smoke(ctx: StageContext, arch: archcompat.ArchResult | None) -> None:
+    rec, info = ctx.rec, ctx.device
+    if arch is not None and arch.compatible is False:
+        for kind in SMOKE:
+            rec.skip(f"smoke.{kind}", f"not run: arch.compatible failed ({arch.message}); no GPU time spent")
+            rec.metric(f"smoke_rel_error.{kind}", None, "ratio", "lower")
+        return
+    with Worker() as worker:
         for kind, rtol in SMOKE.items():
             outcome = worker.call(
                 "stages.verify_hip:smoke_kernel", kind, info.torch_device, rtol, timeout=ctx.options.smoke_timeout
             )
             check = rec.outcome(f"smoke.{kind}", outcome)
-            err = check.details.get("max_rel_error")
-            rec.metric(f"smoke_rel_error.{kind}", err, "ratio", "lower")
+            rec.metric(f"smoke_rel_error.{kind}", check.details.get("max_rel_error"), "ratio", "lower")
+
+
+def _hygiene(ctx: StageContext) -> list[Finding]:
+    rec, info, env = ctx.rec, ctx.device, ctx.environment
+    amd = info.kind == "rocm" or bool(env.hip_version) or devmod.rocm_root() is not None
+    # the same rule as the default device-required gate: a GPU is required on GPU runners only
+    gpu_expected = info.is_gpu or os.environ.get("GATEKEEPER_REQUIRE_DEVICE") == "1"
+    findings = hygiene_findings(os.environ, FsFacts.probe(), amd=amd, gpu_expected=gpu_expected)
+    for f in findings:
+        if f.severity == "skipped":
+            rec.skip(f.check, f.message)
+        elif f.severity == "error":
+            rec.record(f.check, "failed", f"{f.message}\nfix: {f.remediation}")
+        else:
+            prefix = "WARNING: " if f.severity == "warning" else ""
+            fix = f"\nfix: {f.remediation}" if f.remediation else ""
+            rec.record(f.check, "passed", prefix + f.message + fix)
+    rec.metric("hygiene_problems", float(count_problems(findings)), "count", "lower")
+    return findings
+
+
+def run(ctx: StageContext) -> None:
+    rec = ctx.rec
+    with rec.group("device", "device visibility"):
+        device = _device(ctx)
+    with rec.group("versions", "ROCm / HIP / CUDA versions"):
+        found = _versions(ctx)
+    with rec.group("arch", "arch compatibility, predicted before any kernel"):
+        arch = _arch(ctx)
+    with rec.group("smoke", "smoke kernels vs CPU float64"):
+        _smoke(ctx, arch)
+    with rec.group("hygiene", "environment hygiene"):
+        findings = _hygiene(ctx)
+    rec.summary["verify_hip"] = {
+        "device": device,
+        "versions": found,
+        "arch": arch.to_dict() if arch else None,
+        "hygiene": [f.to_dict() for f in findings],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,10 @@ pipeline measured. Two routes through the REST API:
   pipelines): the ref's latest successful artifacts of the named jobs
   (``GATEKEEPER_BASELINE_JOBS``, default: the stage name).
 
-Tokens go in headers only and are redacted from every message.
+Tokens go in headers only and are redacted from every message. This store
+keeps its own session rather than ``gatekeeper.gitlab.GitLabClient``: it needs
+raw bytes (artifact files and zips), 404 as "no baseline" rather than an
+error, and the JOB-TOKEN header, which that JSON client does not offer.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ SCHEMA_FILES = {
     "gatekeeper.stage/v1": "stage.v1.json",
     "gatekeeper.verdict/v1": "verdict.v1.json",
     "gatekeeper.gates/v1": "gates.v1.json",
+    "gatekeeper.matrix/v1": "matrix.v1.json",
+    "gatekeeper.known_issues/v1": "known_issues.v1.json",
 }
 
 

@@ -1,0 +1,37 @@
+# The two README commands: `make demo` (the whole pipeline on the demo model, on CPU)
+# and `make test` (lint, format check, the whole test suite). Both are idempotent.
+PYTHON ?= python3
+VENV ?= .venv
+# The torch to put in a fresh venv. The default is the CPU build this project is
+# developed on; the project itself only declares a floor (torch>=2.1) so that a
+# ROCm or CUDA image keeps its own torch.
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint tools clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[dev,onnx,report]"
+	touch $@
+
+demo: setup
+	@# exit 3 (passed with warnings) is a verdict too: the banner above says which gates warned
+	$(BIN)/gatekeeper pipeline --device cpu --out artifacts; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 3 ]
+
+tools:
+	bash scripts/setup_test_tools.sh
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: setup tools lint
+	@# pytest exits 5 when it collected no test: here that means the suite is broken
+	$(BIN)/python -m pytest; rc=$$?; [ $$rc -ne 5 ] || { echo "pytest collected no tests" >&2; exit 1; }; exit $$rc
+
+clean:
+	rm -rf artifacts .pytest_cache .ruff_cache

@@ -1,0 +1,116 @@
+"""Failure analysis: from a red job's logs and artifacts to a diagnosis.
+
+``analyze(...)`` is the workflow behind ``gatekeeper analyze``: load rules,
+read the artifacts, stream the logs, diagnose, write the output, and write a
+reproduction bundle for failures no signature knows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gatekeeper import files
+from gatekeeper.analyze.classify import Classifier, open_log
+from gatekeeper.analyze.diagnosis import Diagnosis, diagnose, environment_fingerprint, failed_checks
+from gatekeeper.analyze.render import FORMATS, render
+from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
+from gatekeeper.artifacts import read_artifacts
+from gatekeeper.errors import InputError
+from gatekeeper.redact import redact
+
+__all__ = ["CATEGORIES", "FORMATS", "analyze", "classify_logs", "doctor_available", "waiver_status"]
+
+
+def classify_logs(
+    logs: Sequence[str | Path],
+    *,
+    rules: RuleSet,
+    artifacts: str | Path | None = None,
+) -> Diagnosis:
+    """Diagnose ``logs`` (paths, ``-`` for stdin; gzip accepted) plus the failed checks in ``artifacts``."""
+    reports = read_artifacts(artifacts) if artifacts is not None else {}
+    checks = failed_checks(reports)
+    classifier = Classifier(rules)
+    for log in logs:
+        with open_log(log) as stream:
+            classifier.scan(stream, "<stdin>" if str(log) == "-" else str(log))
+    for check in checks:
+        # A failed check's message is evidence too (a stage may have caught the error).
+        classifier.scan_text(check.message, f"{check.stage}.json#{check.name}")
+    return diagnose(classifier.evidence, rules, environment=environment_fingerprint(reports), checks=checks)
+
+
+def waiver_status(rules: RuleSet, gates_path: str | Path, today: dt.date | None = None) -> dict[str, dict]:
+    """Check that every waiver a known issue names is a gate in gates.yaml; gate -> its waiver there."""
+    from gatekeeper.gates import load_gates
+
+    gates = load_gates(gates_path)
+    names = {g.name for g in gates.gates}
+    for rule in rules.rules:
+        if rule.waiver and rule.waiver not in names:
+            raise InputError(
+                rule.source,
+                rule.waiver_at,
+                f"issues[{rule.id}].waiver: {rule.waiver!r} is not a gate in {gates_path}",
+                f"one of: {', '.join(sorted(names))}",
+            )
+    today = today or dt.datetime.now(dt.timezone.utc).date()
+    status: dict[str, dict] = {}
+    for waiver in gates.waivers:
+        status[waiver.gate] = {**waiver.to_dict(), "expired": waiver.expired(today)}
+    return status
+
+
+def doctor_available() -> bool:
+    """Whether this gatekeeper has the ``doctor`` subcommand (another issue adds it)."""
+    import argparse
+
+    from gatekeeper.cli import build_parser
+
+    return any(
+        isinstance(action, argparse._SubParsersAction) and "doctor" in action.choices
+        for action in build_parser()._actions
+    )
+
+
+def analyze(
+    *,
+    logs: Sequence[str | Path],
+    artifacts: str | Path | None = None,
+    known_issues: str | Path | None = None,
+    fmt: str = "text",
+    out: str | Path | None = None,
+    bundle: str | Path | None = None,
+    gates: str | Path | None = None,
+) -> Diagnosis:
+    """The whole workflow; returns the diagnosis after writing ``out`` (or stdout) and the bundle."""
+    rules = load_rules(known_issues)
+    waivers = waiver_status(rules, gates) if gates is not None else None
+    if not logs:
+        if artifacts is None and sys.stdin.isatty():
+            raise InputError(
+                None, "LOG", "no log given and stdin is a terminal", "pass log files, --artifacts or a pipe"
+            )
+        logs = sorted(Path(artifacts).glob("*.log")) if artifacts is not None else ["-"]
+    diagnosis = classify_logs(logs, rules=rules, artifacts=artifacts)
+    if waivers is not None and diagnosis.waiver:
+        from dataclasses import replace
+
+        diagnosis = replace(diagnosis, waiver_detail=waivers.get(diagnosis.waiver, {"gate": diagnosis.waiver}))
+    if bundle is not None and diagnosis.category == "unknown":
+        from dataclasses import replace
+
+        from gatekeeper.analyze.bundle import write_bundle
+
+        diagnosis = replace(diagnosis, bundle=str(bundle))
+        write_bundle(bundle, diagnosis, doctor_available=doctor_available())
+    # Logs can contain tokens (local runs are not masked like GitLab job logs): the report must not.
+    text = redact(render(diagnosis, fmt))
+    if out is not None:
+        files.atomic_write(out, text)
+    else:
+        sys.stdout.write(text)
+    return diagnosis

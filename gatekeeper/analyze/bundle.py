@@ -1,0 +1,168 @@
+"""Reproduction bundle for a failure no signature knows: what an upstream bug report needs.
+
+``<dir>/environment.txt`` (``gatekeeper doctor --capture`` output, raw tool
+outputs in ``doctor-capture/``; the redacted environment variables when doctor
+is missing or fails), ``repro.py`` + ``cases.json``
+(the failing checks' op, shapes, dtypes and seed, where the stage recorded
+them), ``log-excerpt.txt``, ``analysis.json`` and a README.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gatekeeper import files, proc
+from gatekeeper.analyze.diagnosis import Diagnosis, FailedCheck
+from gatekeeper.redact import redact, redact_env
+
+__all__ = ["DOCTOR_TIMEOUT_S", "repro_cases", "write_bundle"]
+
+DOCTOR_TIMEOUT_S = 120.0
+
+_REPRO = '''\
+"""Reproduce the failing checks recorded by gatekeeper (generated; edit freely).
+
+Runs each case on the GPU when torch sees one (else the CPU) and compares with
+a CPU float64 reference. Usage: python repro.py
+"""
+
+import json
+import pathlib
+
+import torch
+
+CASES = json.loads(pathlib.Path(__file__).with_name("cases.json").read_text())
+DTYPES = {"bool": torch.bool, "half": torch.float16, "float": torch.float32, "double": torch.float64}
+
+
+def resolve(op):
+    """'aten.add.Tensor', 'torch.add', 'torch.nn.functional.conv2d' or 'add' -> a callable."""
+    if op.startswith("aten."):
+        packet = getattr(torch.ops.aten, op.split(".")[1])
+        overload = op.split(".")[2] if op.count(".") >= 2 else "default"
+        return getattr(packet, overload)
+    target = torch
+    for part in op.removeprefix("torch.").split("."):
+        target = getattr(target, part)
+    return target
+
+
+def make(shape, dtype, device):
+    dt = DTYPES.get(dtype) or getattr(torch, dtype.removeprefix("torch."))
+    if dt.is_floating_point or dt.is_complex:
+        return torch.randn(shape, dtype=dt, device=device)
+    if dt == torch.bool:
+        return torch.randint(0, 2, shape, device=device).bool()
+    return torch.randint(0, 10, shape, dtype=dt, device=device)
+
+
+def main():
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"torch {torch.__version__} hip={torch.version.hip} cuda={torch.version.cuda} device={device}")
+    failures = 0
+    for case in CASES:
+        torch.manual_seed(case["seed"])
+        fn = resolve(case["op"])
+        inputs = [make(s, d, "cpu") for s, d in zip(case["shapes"], case["dtypes"])]
+        kwargs = case.get("kwargs", {})
+        try:
+            got = fn(*[x.to(device) for x in inputs], **kwargs)
+            ref = fn(*[x.double() if x.is_floating_point() else x for x in inputs], **kwargs)
+            if isinstance(got, torch.Tensor) and got.is_floating_point():
+                err = (got.double().cpu() - ref).abs().max().item()
+                print(f"{case['check']}: {case['op']} max abs error vs CPU float64 = {err:.3g}")
+            else:
+                print(f"{case['check']}: {case['op']} ran")
+        except Exception as exc:  # report every case, then fail
+            failures += 1
+            print(f"{case['check']}: {case['op']} raised {type(exc).__name__}: {exc}")
+    raise SystemExit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def repro_cases(checks: Sequence[FailedCheck]) -> list[dict[str, Any]]:
+    """Failing checks whose details name an op, with shapes and dtypes normalised."""
+    cases = []
+    for check in checks:
+        case = _case(check.details)
+        if case is not None:
+            cases.append({"check": f"{check.stage}/{check.name}", **case})
+    return cases
+
+
+def _case(details: Mapping[str, Any]) -> dict[str, Any] | None:
+    op = details.get("op")
+    if not isinstance(op, str) or not op:
+        return None
+    shapes = details.get("shapes", details.get("input_shapes"))
+    if shapes is None and "shape" in details:
+        shapes = [details["shape"]]
+    if not isinstance(shapes, list) or not all(isinstance(s, list) for s in shapes):
+        return None
+    dtypes = details.get("dtypes")
+    if dtypes is None:
+        dtypes = [details.get("dtype", "float32")] * len(shapes)
+    if not isinstance(dtypes, list) or len(dtypes) != len(shapes):
+        return None
+    case: dict[str, Any] = {
+        "op": op,
+        "shapes": shapes,
+        "dtypes": [str(d).removeprefix("torch.") for d in dtypes],
+        "seed": int(details.get("seed", 0)),
+    }
+    if isinstance(details.get("kwargs"), dict):
+        case["kwargs"] = details["kwargs"]
+    return case
+
+
+def write_bundle(directory: str | Path, diagnosis: Diagnosis, *, doctor_available: bool) -> Path:
+    """Write the bundle into ``directory`` (created); every file is written atomically and redacted."""
+    directory = Path(directory)
+    notes = [f"gatekeeper reproduction bundle: category {diagnosis.category}", ""]
+    notes.append(_environment(directory, doctor_available))
+    cases = repro_cases(diagnosis.failed_checks)
+    if cases:
+        files.write_json(directory / "cases.json", cases)
+        files.atomic_write(directory / "repro.py", _REPRO)
+        notes.append(
+            f"repro.py: {len(cases)} failing check(s) with recorded op/shapes/dtypes/seed; run python repro.py"
+        )
+    else:
+        notes.append("repro.py: not written - no failing check recorded op, shapes and dtypes in its details")
+    files.atomic_write(directory / "log-excerpt.txt", redact("\n".join(diagnosis.excerpt) + "\n"))
+    files.atomic_write(directory / "analysis.json", redact(json.dumps(diagnosis.to_dict(), indent=2)) + "\n")
+    notes += ["log-excerpt.txt: matched lines with context and the tail of each log", "analysis.json: the diagnosis"]
+    files.atomic_write(directory / "README.txt", "\n".join(notes) + "\n")
+    return directory
+
+
+def _environment(directory: Path, doctor_available: bool) -> str:
+    if doctor_available:
+        capture = directory / "doctor-capture"
+        # The child must import this same gatekeeper, installed or not (a checkout run from elsewhere).
+        here = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+        result = proc.run(
+            [sys.executable, "-m", "gatekeeper", "doctor", "--capture", str(capture), "--timeout", "20"],
+            timeout=DOCTOR_TIMEOUT_S,
+            env=env,
+        )
+        # doctor exits 1 when it finds an error on this machine: still a valid capture.
+        if result.returncode in (0, 1) and not result.timed_out:
+            files.atomic_write(directory / "environment.txt", redact(result.stdout))
+            return "environment.txt: gatekeeper doctor --capture (raw tool outputs in doctor-capture/)"
+        note = f"gatekeeper doctor --capture failed ({result.describe()}); environment variables instead"
+    else:
+        note = "gatekeeper doctor is not available in this version; environment variables only"
+    env = redact_env()
+    files.atomic_write(directory / "environment.txt", "".join(f"{k}={v}\n" for k, v in env.items()))
+    return f"environment.txt: {note}"

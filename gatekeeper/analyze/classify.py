@@ -1,0 +1,311 @@
+"""Stream logs through the failure signatures, in constant memory.
+
+Logs are read in chunks of a few MB cut at a newline. Each rule pattern has
+required literals (``rules.required_literals``); ``bytes.find`` over the
+lowercased chunk finds the few lines that contain one, and only those lines
+are decoded and matched against the regexes. Memory stays bounded: a chunk,
+a capped number of stored matches per rule, and a short tail per source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import re
+import sys
+import zlib
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from gatekeeper.analyze.rules import Rule, RuleSet, all_required_literals, required_literals
+from gatekeeper.errors import InputError
+
+__all__ = ["Classifier", "Evidence", "Match", "open_log"]
+
+CHUNK_BYTES = 2 << 20  # bounds memory: the chunk, its lowercase copy and its keyword hits
+MAX_TEXT = 400  # characters of a matched line kept in the report
+# (rule index, pattern, literal sets that must all be present) for one keyword of the prefilter
+Target = tuple[int, "re.Pattern[str]", tuple[tuple[bytes, ...], ...]]
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
+
+
+@dataclass(frozen=True)
+class Match:
+    source: str
+    line: int
+    text: str
+    rule: str
+    category: str
+    priority: int
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    order: int = 0  # position in the scan, for "which came first"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "line": self.line,
+            "text": self.text,
+            "rule": self.rule,
+            "category": self.category,
+            "context": {"before": list(self.before), "after": list(self.after)},
+        }
+
+
+@dataclass
+class Evidence:
+    """What the scan found: capped matches per rule, counts, and per-source facts."""
+
+    matches: dict[str, list[Match]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)  # source -> lines read
+    tails: dict[str, list[str]] = field(default_factory=dict)
+    bytes_read: int = 0
+
+
+@contextlib.contextmanager
+def open_log(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary stream of a log file (``-`` is stdin); gzip is detected by its magic bytes."""
+    if str(path) == "-":
+        raw: BinaryIO = sys.stdin.buffer
+        if not hasattr(raw, "peek"):
+            raw = io.BufferedReader(raw)  # type: ignore[arg-type]
+        yield _maybe_gzip(raw)
+        return
+    try:
+        # Not a with-statement here: open errors become InputError, the body's errors must not.
+        fh = Path(path).open("rb")  # noqa: SIM115
+    except FileNotFoundError:
+        raise InputError(path, "", "log file not found", "check the path") from None
+    except IsADirectoryError:
+        raise InputError(
+            path, "", "expected a log file, found a directory", "use --artifacts for a directory"
+        ) from None
+    except OSError as err:
+        raise InputError(path, "", f"cannot read log: {err.strerror}") from None
+    with fh:
+        yield _maybe_gzip(fh)
+
+
+def _maybe_gzip(stream: BinaryIO) -> BinaryIO:
+    head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
+    return gzip.GzipFile(fileobj=stream, mode="rb") if head == b"\x1f\x8b" else stream  # type: ignore[return-value]
+
+
+class Classifier:
+    def __init__(
+        self, rules: RuleSet, *, context: int = 2, per_rule: int = 5, tail: int = 40, chunk_bytes: int = CHUNK_BYTES
+    ) -> None:
+        self.rules = rules.rules
+        self.context = context
+        self.per_rule = per_rule
+        self.tail = tail
+        self.chunk_bytes = chunk_bytes
+        self.evidence = Evidence()
+        self._order = 0
+        self._index, self._unfiltered = _build_index(self.rules)
+        self._automaton = _automaton([kw for kw, _ in self._index])
+
+    def _hits(self, low: bytes) -> dict[int, list[Target]]:
+        """Line start -> the patterns whose required literal occurs in that line."""
+        if self._automaton is not None:
+            # (keyword, start, end); the hits of one line are mostly adjacent.
+            found = self._automaton.find_matches_as_indexes(low, overlapping=True)
+            positions = ((end - 1, k) for k, _start, end in found)
+        else:
+            positions = iter(sorted(_find_all(low, [kw for kw, _ in self._index])))
+        hits: dict[int, list[Target]] = {}
+        keywords_of: dict[int, set[int]] = {}
+        line_start, line_end = 0, -1
+        for pos, k in positions:
+            if not line_start <= pos <= line_end:  # usually the same line as the previous hit
+                line_start = low.rfind(b"\n", 0, pos) + 1
+                line_end = low.find(b"\n", pos)
+                targets = hits.setdefault(line_start, [])
+                keywords = keywords_of.setdefault(line_start, set())
+            if k not in keywords:
+                keywords.add(k)
+                targets.extend(self._index[k][1])
+        return hits
+
+    # -- input --------------------------------------------------------------
+    def scan(self, stream: BinaryIO, source: str) -> None:
+        """Read ``stream`` to its end, recording matches under ``source``."""
+        ev = self.evidence
+        ev.sources[source] = ev.sources.get(source, 0)
+        tail: deque[bytes] = deque(maxlen=max(self.tail, self.context, 20))
+        rest = b""
+        try:
+            while True:
+                block = stream.read(self.chunk_bytes)
+                if not block:
+                    break
+                data = rest + block
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = data
+                    if len(rest) > 4 * self.chunk_bytes:  # one gigantic line: process what we have
+                        self._chunk(rest + b"\n", source, tail)
+                        rest = b""
+                    continue
+                rest = data[cut:]
+                self._chunk(data[:cut], source, tail)
+            if rest:
+                self._chunk(rest + b"\n", source, tail)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+            raise InputError(source, "", f"corrupt or truncated gzip log: {err}", "re-download the log") from None
+        ev.tails[source] = [_clean(x) for x in list(tail)[-self.tail :]]
+
+    def scan_text(self, text: str, source: str) -> None:
+        self.scan(io.BytesIO(text.encode("utf-8", "replace")), source)
+
+    # -- one chunk ------------------------------------------------------------
+    def _chunk(self, chunk: bytes, source: str, tail: deque[bytes]) -> None:
+        ev = self.evidence
+        ev.bytes_read += len(chunk)
+        low = chunk.lower()
+        hits = self._hits(low)
+        if self._unfiltered:
+            text = chunk.decode("utf-8", "replace")
+            for rule_idx, pattern in self._unfiltered:
+                for m in pattern.finditer(text):
+                    start = len(text[: text.rfind("\n", 0, m.start()) + 1].encode("utf-8", "replace"))
+                    hits.setdefault(start, []).append((rule_idx, pattern, ()))
+        base = ev.sources[source]
+        counted_to, newlines = 0, 0
+        prev = tuple(tail)
+        for start in sorted(hits):
+            newlines += chunk.count(b"\n", counted_to, start)
+            counted_to = start
+            end = chunk.find(b"\n", start)
+            line: str | None = None
+            seen: set[int] = set()
+            low_line = low[start:end]
+            for rule_idx, pattern, needs in hits[start]:
+                # Every required literal must be there before the (slower) regex runs.
+                if rule_idx in seen or not all(any(a in low_line for a in alts) for alts in needs):
+                    continue
+                if line is None:
+                    line = _clean(chunk[start:end])  # decoded only for lines that get this far
+                if not pattern.search(line):
+                    continue
+                rule = self.rules[rule_idx]
+                seen.add(rule_idx)
+                if rule.preceded_by is not None and not any(
+                    rule.preceded_by.search(b) for b in _before(chunk, start, rule.within, prev)
+                ):
+                    continue
+                self._record(rule, source, base + newlines + 1, line, chunk=chunk, start=start, end=end, prev=prev)
+        ev.sources[source] = base + chunk.count(b"\n")
+        tail.extend(_last_lines(chunk, tail.maxlen or 0))
+
+    def _record(
+        self, rule: Rule, source: str, lineno: int, line: str, *, chunk: bytes, start: int, end: int, prev: tuple
+    ) -> None:
+        ev = self.evidence
+        ev.counts[rule.id] = ev.counts.get(rule.id, 0) + 1
+        stored = ev.matches.setdefault(rule.id, [])
+        if len(stored) >= self.per_rule:
+            return
+        self._order += 1
+        stored.append(
+            Match(
+                source=source,
+                line=lineno,
+                text=line[:MAX_TEXT],
+                rule=rule.id,
+                category=rule.category,
+                priority=rule.priority,
+                before=tuple(x[:MAX_TEXT] for x in _before(chunk, start, self.context, prev)),
+                after=tuple(x[:MAX_TEXT] for x in _after(chunk, end, self.context)),
+                order=self._order,
+            )
+        )
+
+
+def _automaton(keywords: list[bytes]) -> Any:
+    """One Aho-Corasick pass over a chunk finds every keyword (ahocorasick-rs, Rust, GB/s).
+
+    Without the library, ``bytes.find`` per keyword (memory speed, but one pass per keyword).
+    """
+    if not keywords:
+        return None
+    try:
+        import ahocorasick_rs
+    except ImportError:  # pragma: no cover - it is a declared dependency
+        return None
+    return ahocorasick_rs.BytesAhoCorasick(keywords)
+
+
+def _find_all(low: bytes, keywords: list[bytes]) -> Iterator[tuple[int, int]]:
+    for k, keyword in enumerate(keywords):
+        pos = low.find(keyword)
+        while pos >= 0:
+            yield pos, k
+            pos = low.find(keyword, pos + 1)
+
+
+def _build_index(rules: tuple[Rule, ...]) -> tuple[list[tuple[bytes, list[Target]]], list[tuple[int, re.Pattern[str]]]]:
+    by_keyword: dict[bytes, list[Target]] = {}
+    unfiltered: list[tuple[int, re.Pattern[str]]] = []
+    for i, rule in enumerate(rules):
+        for pattern in rule.patterns:
+            literals = required_literals(pattern.pattern)
+            if literals is None:
+                unfiltered.append((i, re.compile(pattern.pattern, pattern.flags | re.MULTILINE)))
+                continue
+            needs = all_required_literals(pattern.pattern)
+            for lit in literals:
+                by_keyword.setdefault(lit, []).append((i, pattern, needs))
+    # A line containing "hip out of memory" contains "out of memory": search only the shorter one.
+    kept: list[tuple[bytes, list[Target]]] = []
+    for kw in sorted(by_keyword, key=len):
+        for short, targets in kept:
+            if short in kw:
+                targets.extend(by_keyword[kw])
+                break
+        else:
+            kept.append((kw, list(by_keyword[kw])))
+    return kept, unfiltered
+
+
+def _clean(raw: bytes) -> str:
+    return _ANSI.sub("", raw.decode("utf-8", "replace")).rstrip("\r\n")
+
+
+def _before(chunk: bytes, start: int, n: int, prev: tuple[bytes, ...]) -> list[str]:
+    out: list[str] = []
+    end = start - 1
+    while len(out) < n and end >= 0:
+        begin = chunk.rfind(b"\n", 0, end) + 1
+        out.append(_clean(chunk[begin:end]))
+        end = begin - 1
+    missing = n - len(out)
+    if missing > 0 and prev:
+        out.extend(_clean(x) for x in reversed(prev[-missing:]))
+    return out[::-1]
+
+
+def _after(chunk: bytes, end: int, n: int) -> list[str]:
+    out: list[str] = []
+    pos = end + 1
+    while len(out) < n and pos < len(chunk):
+        nxt = chunk.find(b"\n", pos)
+        nxt = len(chunk) if nxt < 0 else nxt
+        out.append(_clean(chunk[pos:nxt]))
+        pos = nxt + 1
+    return out
+
+
+def _last_lines(chunk: bytes, n: int) -> list[bytes]:
+    out: list[bytes] = []
+    end = len(chunk) - 1  # chunk ends with a newline
+    while len(out) < n and end > 0:
+        begin = chunk.rfind(b"\n", 0, end) + 1
+        out.append(chunk[begin:end])
+        end = begin - 1
+    return out[::-1]

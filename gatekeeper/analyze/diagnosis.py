@@ -1,0 +1,197 @@
+"""From evidence to a diagnosis: the root cause wins, the rest is context."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gatekeeper.analyze.classify import Evidence, Match
+from gatekeeper.analyze.rules import Rule, RuleSet
+from gatekeeper.artifacts import StageReport
+
+__all__ = ["DIAGNOSIS_SCHEMA", "Diagnosis", "FailedCheck", "diagnose", "environment_fingerprint"]
+
+DIAGNOSIS_SCHEMA = "gatekeeper.analysis/v1"
+MAX_MATCHES = 20
+# A runner-up of another category this close in priority makes the call less certain.
+_CLOSE_PRIORITY = 5
+
+_FINGERPRINT_KEYS = (
+    "device_kind",
+    "device_name",
+    "device_count",
+    "gfx_arch",
+    "compute_capability",
+    "torch_version",
+    "torch_git_hash",
+    "hip_version",
+    "rocm_version",
+    "cuda_version",
+    "driver",
+    "python",
+    "channel",
+    "host",
+)
+
+_PLACEHOLDER_FALLBACK = {
+    "gfx_arch": "<gfx arch>",
+    "rocm_version": "<version>",
+    "torch_version": "<torch version>",
+}
+
+
+@dataclass(frozen=True)
+class FailedCheck:
+    stage: str
+    name: str
+    status: str
+    message: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "name": self.name, "status": self.status, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    category: str
+    known_issue: str | None
+    confidence: float
+    explanation: str
+    remediation: tuple[str, ...]
+    links: tuple[str, ...]
+    matches: tuple[Match, ...]
+    also_seen: tuple[dict[str, Any], ...]
+    environment: Mapping[str, Any]
+    failed_checks: tuple[FailedCheck, ...]
+    sources: Mapping[str, int]
+    waiver: str | None = None
+    rule_source: str | None = None
+    bundle: str | None = None
+    excerpt: tuple[str, ...] = ()
+    waiver_detail: Mapping[str, Any] | None = None  # the gate's waiver in gates.yaml (with --gates)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": DIAGNOSIS_SCHEMA,
+            "category": self.category,
+            "known_issue": self.known_issue,
+            "rule_source": self.rule_source,
+            "waiver": self.waiver,
+            "waiver_detail": dict(self.waiver_detail) if self.waiver_detail is not None else None,
+            "confidence": self.confidence,
+            "explanation": self.explanation,
+            "remediation": list(self.remediation),
+            "links": list(self.links),
+            "matches": [m.to_dict() for m in self.matches],
+            "also_seen": list(self.also_seen),
+            "environment": dict(self.environment),
+            "failed_checks": [c.to_dict() for c in self.failed_checks],
+            "inputs": [{"source": s, "lines": n} for s, n in self.sources.items()],
+            "bundle": self.bundle,
+        }
+
+
+def environment_fingerprint(reports: Mapping[str, StageReport]) -> dict[str, Any]:
+    """The environment of the first failed stage (else the first stage), as a flat dict."""
+    ordered = sorted(reports.values(), key=lambda r: (r.status not in ("failed", "error"), r.stage))
+    if not ordered:
+        return {}
+    env = ordered[0].environment.to_dict()
+    return {k: env.get(k) for k in _FINGERPRINT_KEYS if env.get(k) not in (None, "")}
+
+
+def failed_checks(reports: Mapping[str, StageReport]) -> list[FailedCheck]:
+    return [
+        FailedCheck(r.stage, c.name, c.status, c.message, c.details)
+        for r in reports.values()
+        for c in r.checks
+        if c.status in ("failed", "error")
+    ]
+
+
+def diagnose(
+    evidence: Evidence,
+    rules: RuleSet,
+    *,
+    environment: Mapping[str, Any] | None = None,
+    checks: Sequence[FailedCheck] = (),
+) -> Diagnosis:
+    env = dict(environment or {})
+    matched = [rules.by_id(rid) for rid in evidence.matches if evidence.matches[rid]]
+    first = {rid: ms[0].order for rid, ms in evidence.matches.items() if ms}
+    # Highest priority wins; among equals, whatever appeared first in the log.
+    ranked = sorted(matched, key=lambda r: (-r.priority, first[r.id]))
+    causes = [r for r in ranked if r.category != "unknown"]
+    winner: Rule | None = causes[0] if causes else (ranked[0] if ranked else None)
+    category = winner.category if winner is not None else "unknown"
+
+    confidence = 0.0
+    if winner is not None and category != "unknown":
+        confidence = winner.confidence
+        rival = next((r for r in causes if r.category != category), None)
+        if rival is not None and rival.priority >= winner.priority - _CLOSE_PRIORITY:
+            confidence *= 0.8
+
+    if winner is not None:
+        explanation, remediation, links = winner.explanation, winner.remediation, winner.links
+    else:
+        explanation = "No failure signature and no generic error line found in the inputs."
+        remediation = (
+            "Check that the right log was passed (the failed job's log, or --artifacts with the stage logs).",
+            "Reproduce with the bundle (--bundle DIR) and report it upstream with the environment capture.",
+        )
+        links = ()
+
+    order = {r.id: i for i, r in enumerate(ranked)}
+    all_matches = sorted((m for ms in evidence.matches.values() for m in ms), key=lambda m: (order[m.rule], m.order))
+    also_seen = tuple(
+        {"category": r.category, "rule": r.id, "lines": evidence.counts.get(r.id, 0)}
+        for r in ranked
+        if winner is None or r.id != winner.id
+    )
+    fill = _Filler(env)
+    return Diagnosis(
+        category=category,
+        known_issue=winner.id if winner is not None and category != "unknown" else None,
+        confidence=round(confidence, 2),
+        explanation=explanation.format_map(fill),
+        remediation=tuple(step.format_map(fill) for step in remediation),
+        links=tuple(links),
+        matches=tuple(all_matches[:MAX_MATCHES]),
+        also_seen=also_seen,
+        environment=env,
+        failed_checks=tuple(checks),
+        sources=dict(evidence.sources),
+        waiver=winner.waiver if winner is not None and category != "unknown" else None,
+        rule_source=winner.source if winner is not None else None,
+        excerpt=_excerpt(all_matches, evidence),
+    )
+
+
+class _Filler(dict):
+    """format_map mapping: environment values, a readable fallback, and unknown keys left as they are."""
+
+    def __init__(self, env: Mapping[str, Any]) -> None:
+        values = {k: str(env.get(k) or fallback) for k, fallback in _PLACEHOLDER_FALLBACK.items()}
+        values["gfx_arch"] = values["gfx_arch"].split(":")[0]  # gfx90a:sramecc+:xnack- -> gfx90a
+        super().__init__(values)
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _excerpt(matches: Sequence[Match], evidence: Evidence) -> tuple[str, ...]:
+    """Matched lines with context, then the tail of each log: what a bug report needs."""
+    lines: list[str] = []
+    for m in sorted(matches, key=lambda m: m.order)[:MAX_MATCHES]:
+        lines.append(f"--- {m.source}:{m.line} ({m.rule})")
+        lines.extend(f"  {x}" for x in m.before)
+        lines.append(f"> {m.text}")
+        lines.extend(f"  {x}" for x in m.after)
+    for source, tail in evidence.tails.items():
+        if tail:
+            lines.append(f"--- last {len(tail)} lines of {source}")
+            lines.extend(tail)
+    return tuple(lines)

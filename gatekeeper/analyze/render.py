@@ -1,0 +1,92 @@
+"""A diagnosis as JSON (for machines), Markdown (MR notes, reports) or plain text (the job log)."""
+
+from __future__ import annotations
+
+import json
+
+from gatekeeper.analyze.diagnosis import Diagnosis
+
+__all__ = ["FORMATS", "render"]
+
+FORMATS = ("json", "md", "text")
+_SHOWN = 8  # matches shown in md/text; JSON has them all (capped at MAX_MATCHES)
+
+
+def render(diagnosis: Diagnosis, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(diagnosis.to_dict(), indent=2) + "\n"
+    if fmt == "md":
+        return _markdown(diagnosis)
+    if fmt == "text":
+        return _text(diagnosis)
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def _title(d: Diagnosis) -> str:
+    known = f"known issue `{d.known_issue}`" if d.known_issue else "no known issue matched"
+    return f"{d.category} ({known}, confidence {d.confidence:.2f})"
+
+
+def _markdown(d: Diagnosis) -> str:
+    out = [f"### Failure analysis: {_title(d)}", "", d.explanation, ""]
+    if d.waiver:
+        out += [f"Waiver: {_waiver_text(d)}", ""]
+    if d.remediation:
+        out += ["**What to try**", ""] + [f"{i}. {step}" for i, step in enumerate(d.remediation, 1)] + [""]
+    if d.matches:
+        out += ["**Evidence**", "", "```"]
+        for m in d.matches[:_SHOWN]:
+            out.append(f"{m.source}:{m.line} [{m.rule}] {m.text}")
+        out += ["```", ""]
+    if d.failed_checks:
+        out += ["**Failed checks**", ""]
+        out += [f"- `{c.stage}/{c.name}` {c.status}: {_one_line(c.message)}" for c in d.failed_checks[:10]]
+        out.append("")
+    if d.environment:
+        env = ", ".join(f"{k}={v}" for k, v in d.environment.items())
+        out += [f"**Environment**: {env}", ""]
+    if d.also_seen:
+        seen = ", ".join(f"{s['category']} ({s['rule']}, {s['lines']} lines)" for s in d.also_seen)
+        out += [f"Also seen (consequences or noise): {seen}", ""]
+    if d.links:
+        out += ["Links: " + " · ".join(f"<{link}>" for link in d.links), ""]
+    if d.bundle:
+        out += [f"Reproduction bundle: `{d.bundle}`", ""]
+    return "\n".join(out)
+
+
+def _text(d: Diagnosis) -> str:
+    out = [f"failure analysis: {_title(d)}", f"  {d.explanation}"]
+    if d.waiver:
+        out.append(f"  waiver: {_waiver_text(d)}")
+    for m in d.matches[:_SHOWN]:
+        out.append(f"  {m.source}:{m.line} [{m.rule}] {m.text}")
+    if d.remediation:
+        out.append("what to try:")
+        out += [f"  {i}. {step}" for i, step in enumerate(d.remediation, 1)]
+    for c in d.failed_checks[:10]:
+        out.append(f"failed check {c.stage}/{c.name} ({c.status}): {_one_line(c.message)}")
+    if d.environment:
+        out.append("environment: " + ", ".join(f"{k}={v}" for k, v in d.environment.items()))
+    if d.also_seen:
+        out.append("also seen: " + ", ".join(f"{s['category']}/{s['rule']}" for s in d.also_seen))
+    for link in d.links:
+        out.append(f"see: {link}")
+    if d.bundle:
+        out.append(f"reproduction bundle: {d.bundle}")
+    return "\n".join(out) + "\n"
+
+
+def _waiver_text(d: Diagnosis) -> str:
+    w = d.waiver_detail
+    if w is None:
+        return f"the known issue names gate `{d.waiver}` (pass --gates to check its waiver)"
+    if "expires" not in w:
+        return f"the known issue names gate `{d.waiver}`, but gates.yaml has no waiver for it"
+    state = "EXPIRED on" if w.get("expired") else "until"
+    return f"gate `{d.waiver}` is waived ({w.get('reason')}; {w.get('owner')}, {state} {w.get('expires')})"
+
+
+def _one_line(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first[:200]

@@ -1,0 +1,130 @@
+"""The Slack Block Kit message for an alert, within Block Kit's limits.
+
+Limits (https://api.slack.com/reference/block-kit/blocks): 50 blocks per
+message, 3000 characters per section text, 150 per header. Long content is
+cut with a link to the full report, never rejected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gatekeeper.notify.alert import Alert
+from gatekeeper.verdict import GateResult, Outcome
+
+__all__ = ["HEADER_MAX", "MAX_BLOCKS", "SECTION_MAX", "build_message"]
+
+MAX_BLOCKS = 50
+SECTION_MAX = 3000
+HEADER_MAX = 150
+_LINE_MAX = 600  # one gate line; keeps one runaway reason from eating a section
+_EMOJI = {"critical": ":rotating_light:", "warning": ":warning:", "info": ":white_check_mark:"}
+_WORD = {"pass": "passed", "warn": "passed with warnings", "blocked": "BLOCKED", "error": "ERROR"}
+
+
+def _cut(text: str, limit: int, more_url: str | None) -> str:
+    if len(text) <= limit:
+        return text
+    suffix = f"… <{more_url}|(truncated: full report)>" if more_url else "… (truncated)"
+    return text[: max(limit - len(suffix), 0)] + suffix
+
+
+def _section(text: str, more_url: str | None) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": _cut(text, SECTION_MAX, more_url)}}
+
+
+def _num(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.4g} {unit}".strip() if unit not in ("ratio", "bool") else f"{value:.4g}"
+
+
+def gate_line(g: GateResult) -> str:
+    parts = [f"{_num(g.value, g.unit)}", f"rule `{g.rule}`" if g.rule else ""]
+    if g.baseline_value is not None:
+        parts.append(f"baseline {_num(g.baseline_value, g.unit)}")
+    if g.change is not None:
+        parts.append(f"change {g.change * 100:+.1f}%")
+    numbers = ", ".join(p for p in parts if p)
+    tag = (
+        "" if g.blocking else (" (advisory)" if g.severity == "advisory" else " (shadow)" if g.mode == "shadow" else "")
+    )
+    return f"• *{g.name}*{tag} {g.outcome.value}: {numbers} — {g.reason}"[:_LINE_MAX]
+
+
+def _gate_sections(gates: list[GateResult], more_url: str | None) -> list[dict[str, Any]]:
+    sections: list[str] = []
+    current = f"*Gates not passing ({len(gates)})*"
+    for g in gates:
+        line = gate_line(g)
+        if len(current) + 1 + len(line) > SECTION_MAX:
+            sections.append(current)
+            current = line
+        else:
+            current += "\n" + line
+    sections.append(current)
+    return [_section(s, more_url) for s in sections]
+
+
+def _diagnosis_sections(analysis: Mapping[str, Any], more_url: str | None) -> list[dict[str, Any]]:
+    known = f"known issue `{analysis['known_issue']}`" if analysis.get("known_issue") else "no known issue matched"
+    head = f"*Diagnosis:* `{analysis.get('category')}` ({known}, confidence {analysis.get('confidence', 0):.2f})"
+    text = head + "\n" + str(analysis.get("explanation", ""))
+    first = (analysis.get("matches") or [{}])[0]
+    if first.get("text"):
+        text += f"\n```{first.get('source', '')}:{first.get('line', '')}: {str(first['text'])[:300]}```"
+    blocks = [_section(text, more_url)]
+    steps = [str(s) for s in analysis.get("remediation", [])]
+    if steps:
+        blocks.append(_section("*What to try*\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)), more_url))
+    return blocks
+
+
+def build_message(alert: Alert, *, kind: str, severity: str) -> dict[str, Any]:
+    """``{"text", "blocks"}`` for a webhook or chat.postMessage."""
+    v = alert.verdict
+    more = alert.links.report or alert.links.pipeline
+    if kind == "recovered":
+        title = (
+            f"{_EMOJI['info']} gatekeeper: recovered, {_WORD.get(v.result, v.result)} — {alert.project} {alert.where}"
+        )
+    else:
+        word = _WORD.get(v.result, v.result)
+        still = " (still failing)" if kind == "repeat" else ""
+        title = f"{_EMOJI.get(severity, '')} gatekeeper {word}{still} — {alert.project} {alert.where}"
+    title = " ".join(title.split())
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _cut(title, HEADER_MAX, None), "emoji": True}}
+    ]
+    env = v.environment
+    facts = [
+        f"*Severity:* {severity}",
+        f"*Verdict:* {v.result}",
+        f"*Channel:* {v.channel}",
+        f"*Where:* {alert.where}",
+    ]
+    if alert.commit:
+        facts.append(f"*Commit:* `{alert.commit[:12]}`")
+    device = env.get("device_name") or env.get("device_kind")
+    if env.get("torch_version") or device:
+        facts.append(f"*Stack:* torch {env.get('torch_version', '?')} · {device or '?'} {env.get('gfx_arch') or ''}")
+    blocks.append(_section(" · ".join(facts) + "\n" + v.summary, more))
+    if kind != "recovered":
+        bad = [g for g in v.gates if g.blocking] + [
+            g for g in v.gates if not g.blocking and g.outcome in (Outcome.FAIL, Outcome.WARN, Outcome.INCONCLUSIVE)
+        ]
+        if bad:
+            blocks += _gate_sections(bad, more)
+        if alert.analysis:
+            blocks += _diagnosis_sections(alert.analysis, more)
+    links = alert.links.items()
+    link_block = _section(" · ".join(f"<{url}|{name}>" for name, url in links), more) if links else None
+    budget = MAX_BLOCKS - (1 if link_block else 0)
+    if len(blocks) > budget:
+        dropped = len(blocks) - (budget - 1)
+        note = f"… {dropped} more section(s) not shown" + (f": see <{more}|the full report>" if more else "")
+        blocks = [*blocks[: budget - 1], _section(note, None)]
+    if link_block:
+        blocks.append(link_block)
+    return {"text": _cut(title, SECTION_MAX, None), "blocks": blocks}

@@ -1,0 +1,275 @@
+"""What a report shows, gathered once from files and stores: the verdict, the stage
+reports, the baselines, the history of the same channel and device, and the failure
+diagnoses. The renderers (html, markdown, plots) read only this record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gatekeeper import files, schemas
+from gatekeeper.artifacts import Environment, StageReport, read_artifacts
+from gatekeeper.baseline import BaselineStore, RunInfo, comparability, open_store
+from gatekeeper.errors import InputError
+from gatekeeper.verdict import VERDICT_SCHEMA, Verdict
+
+__all__ = [
+    "CategoryRow",
+    "Diagnosis",
+    "Match",
+    "ReportData",
+    "Run",
+    "category_rows",
+    "collect",
+    "history_points",
+    "read_analysis",
+    "read_verdict",
+]
+
+# Stages whose history is kept for trends, in pipeline order.
+TREND_STAGES = ("verify_hip", "functional_test", "performance_baseline", "compatibility_check")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One earlier (or this) run of a stage: where it came from and what it measured."""
+
+    info: RunInfo
+    report: StageReport
+    current: bool = False
+
+    @property
+    def label(self) -> str:
+        when = (self.info.recorded_at or self.report.started_at or "")[5:10]  # MM-DD: the year is in the table
+        who = f"#{self.info.pipeline_id}" if self.info.pipeline_id else (self.info.commit or "")[:7]
+        return "this run" if self.current else " ".join(x for x in (when, who) if x) or "?"
+
+
+@dataclass(frozen=True)
+class Match:
+    line: int | None
+    text: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """One entry of analysis.json (written by ``gatekeeper analyze --format json``)."""
+
+    category: str
+    known_issue: str | None
+    explanation: str
+    matches: tuple[Match, ...] = ()
+    remediation: tuple[str, ...] = ()
+    source: str = ""  # the log file it came from, when the analyzer said
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    category: str
+    cases: int | None
+    passed: int | None
+    pass_rate: float | None
+    failing_ops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReportData:
+    artifacts: Path
+    verdict: Verdict | None
+    reports: Mapping[str, StageReport]
+    environment: Environment | None
+    baselines: Mapping[str, StageReport] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what is missing, and why, in plain words
+    history: Mapping[str, tuple[Run, ...]] = field(default_factory=dict)  # stage -> oldest..newest incl. this run
+    diagnoses: tuple[Diagnosis, ...] = ()
+
+    @property
+    def channel(self) -> str:
+        if self.verdict is not None:
+            return self.verdict.channel
+        return self.environment.channel if self.environment else "stable"
+
+
+def read_verdict(path: Path) -> Verdict:
+    doc = files.read_json(path, what="verdict")
+    if not isinstance(doc, dict):
+        raise InputError(path, "", "a verdict must be a JSON object", "rerun gatekeeper evaluate")
+    schema = doc.get("schema")
+    if isinstance(schema, str) and schema.startswith("gatekeeper.verdict/") and schema != VERDICT_SCHEMA:
+        raise InputError(path, "schema", f"written by a newer gatekeeper ({schema})", "upgrade gatekeeper")
+    schemas.validate(VERDICT_SCHEMA, doc, path=str(path))
+    return Verdict.from_dict(doc)
+
+
+def read_analysis(path: Path) -> tuple[Diagnosis, ...]:
+    """analysis.json: one diagnosis object, a list of them, or {"analyses": [...]}; absent fields tolerated."""
+    doc = files.read_json(path, what="failure analysis")
+    items = doc.get("analyses", doc.get("results", [doc])) if isinstance(doc, dict) else doc
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise InputError(path, "", "expected a diagnosis object or a list of them", "rerun gatekeeper analyze")
+    out = []
+    for item in items:
+        matches = tuple(
+            Match(_int(m.get("line")), str(m.get("text", "")), str(m.get("rule", "")))
+            for m in item.get("matches") or ()
+            if isinstance(m, dict)
+        )
+        remediation = item.get("remediation") or ()
+        out.append(
+            Diagnosis(
+                category=str(item.get("category") or "unknown"),
+                known_issue=_str_or_none(item.get("known_issue")),
+                explanation=str(item.get("explanation") or ""),
+                matches=matches,
+                remediation=tuple(str(r) for r in ([remediation] if isinstance(remediation, str) else remediation)),
+                source=str(item.get("log") or item.get("source") or item.get("file") or ""),
+            )
+        )
+    return tuple(out)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict):  # a known-issue record: show its id
+        return str(value.get("id") or value.get("title") or value)
+    return str(value)
+
+
+def category_rows(report: StageReport | None) -> tuple[CategoryRow, ...]:
+    """The per-category operator table: the stage's own table, else its op_pass_rate.<category> metrics."""
+    if report is None:
+        return ()
+    table = report.summary.get("categories")
+    if isinstance(table, Mapping) and table:
+        rows = []
+        for name, value in table.items():
+            row = value if isinstance(value, Mapping) else {}
+            rows.append(
+                CategoryRow(
+                    str(name),
+                    _int(row.get("cases")),
+                    _int(row.get("passed")),
+                    row.get("pass_rate") if isinstance(row.get("pass_rate"), int | float) else None,
+                    tuple(str(o) for o in row.get("failing_ops") or ()),
+                )
+            )
+        return tuple(rows)
+    prefix = "op_pass_rate."
+    return tuple(
+        CategoryRow(name[len(prefix) :], None, None, m.value, ())
+        for name, m in report.metrics.items()
+        if name.startswith(prefix)
+    )
+
+
+def collect(
+    artifacts: Path,
+    *,
+    history: str | None = None,
+    baseline: str | None = None,
+    limit: int = 10,
+    history_store: BaselineStore | None = None,
+    baseline_store: BaselineStore | None = None,
+) -> ReportData:
+    """Read everything a report shows. Stores come as specs (``--history``) or, from tests, as objects."""
+    artifacts = Path(artifacts)
+    reports = read_artifacts(artifacts)
+    notes: list[str] = []
+    verdict_path = artifacts / "verdict.json"
+    verdict = read_verdict(verdict_path) if verdict_path.is_file() else None
+    if verdict is None:
+        notes.append(f"no verdict.json in {artifacts}: run 'gatekeeper evaluate' first; the stages are shown as-is")
+    if not reports:
+        notes.append(f"no stage artifacts (<stage>.json) in {artifacts}")
+    environment = _environment(verdict, reports)
+    analysis_path = artifacts / "analysis.json"
+    diagnoses = read_analysis(analysis_path) if analysis_path.is_file() else ()
+    if baseline_store is None and baseline:
+        baseline_store = open_store(baseline)
+    if history_store is None and history:
+        history_store = open_store(history)
+    baselines = _baselines(baseline_store, reports, notes) if baseline_store is not None else {}
+    runs: dict[str, tuple[Run, ...]] = {}
+    if history_store is not None and environment is not None:
+        runs = _history(history_store, reports, environment, limit)
+        if baseline_store is None:  # the newest comparable earlier run is the baseline for the plots
+            for stage, seq in runs.items():
+                earlier = [r for r in seq if not r.current]
+                if earlier and stage not in baselines:
+                    baselines[stage] = earlier[-1].report
+    elif history_store is None:
+        notes.append("no --history store given: no trends over earlier runs")
+    return ReportData(artifacts, verdict, reports, environment, baselines, tuple(notes), runs, diagnoses)
+
+
+def _environment(verdict: Verdict | None, reports: Mapping[str, StageReport]) -> Environment | None:
+    if verdict is not None and verdict.environment:
+        return Environment.from_dict(verdict.environment)
+    for report in reports.values():
+        return report.environment
+    return None
+
+
+def _baselines(store: BaselineStore, reports: Mapping[str, StageReport], notes: list[str]) -> dict[str, StageReport]:
+    found = {}
+    for stage, report in reports.items():
+        base = store.latest(stage, report)
+        if base is not None and comparability(base, report) is None:
+            found[stage] = base
+        else:
+            notes.append(f"no comparable {stage} baseline in the baseline store")
+    return found
+
+
+def _history(
+    store: BaselineStore, reports: Mapping[str, StageReport], env: Environment, limit: int
+) -> dict[str, tuple[Run, ...]]:
+    out: dict[str, tuple[Run, ...]] = {}
+    for stage in sorted(set(TREND_STAGES) | set(reports), key=_stage_order):
+        current = reports.get(stage)
+        earlier: list[Run] = []
+        # Ask for more than needed: runs of other devices are filtered out here.
+        for info, report in store.history(stage, channel=env.channel, limit=limit * 4):
+            if not _same_device(report.environment, env) or _same_run(report, current):
+                continue
+            earlier.append(Run(info, report))
+            if len(earlier) >= limit - (current is not None):
+                break
+        seq = list(reversed(earlier))
+        if current is not None:
+            seq.append(Run(RunInfo(recorded_at=current.started_at), current, current=True))
+        if seq:
+            out[stage] = tuple(seq)
+    return out
+
+
+def _stage_order(stage: str) -> tuple[int, str]:
+    return (TREND_STAGES.index(stage) if stage in TREND_STAGES else len(TREND_STAGES), stage)
+
+
+def _same_device(a: Environment, b: Environment) -> bool:
+    return a.device_kind == b.device_kind and a.arch == b.arch
+
+
+def _same_run(report: StageReport, current: StageReport | None) -> bool:
+    return current is not None and report.started_at == current.started_at and report.stage == current.stage
+
+
+def history_points(runs: Sequence[Run], metric: str) -> list[tuple[str, float]]:
+    """(label, value) of ``metric`` over ``runs``, skipping runs that did not measure it."""
+    from gatekeeper.metrics import resolve
+
+    out = []
+    for run in runs:
+        got = resolve(f"{run.report.stage}.{metric}", {run.report.stage: run.report})
+        if got.ok and got.value is not None:
+            out.append((run.label, got.value))
+    return out
