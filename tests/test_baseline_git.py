@@ -69,12 +69,21 @@ def test_push_and_fetch_through_a_remote(repo: git.Repo, tmp_path: Path) -> None
     bare = tmp_path / "remote.git"
     subprocess.run(["git", "init", "--bare", "-q", str(bare)], check=True, timeout=30)
     GitStore("data", repo.working_tree_dir, remote=str(bare)).save(_report(5.0), RunInfo(pipeline_id="1"))
+    assert "data" in {r.name for r in git.Repo(bare).heads}  # pushed
     other = git.Repo.clone_from(str(bare), tmp_path / "other")
     store = GitStore("data", other.working_tree_dir, remote=str(bare))
     assert store.latest("performance_baseline", _report(0)).metrics["latency_ms"].value == 5.0
     store.save(_report(6.0), RunInfo(pipeline_id="2"))
     first = GitStore("data", repo.working_tree_dir, remote=str(bare))
     assert [i.pipeline_id for i, _ in first.history("performance_baseline")] == ["2", "1"]
+
+
+def test_open_store_reads_the_remote_from_environ(repo: git.Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(repo.working_tree_dir)
+    store = open_store("git:data", {"GATEKEEPER_GIT_REMOTE": "origin"})
+    assert isinstance(store, GitStore)
+    assert store.remote == "origin"
+    assert open_store("git:data", {}).remote is None
 
 
 def test_bad_locations_are_input_errors(tmp_path: Path, repo: git.Repo) -> None:

@@ -175,7 +175,11 @@ def test_save_is_refused_with_the_alternative() -> None:
 
 
 def test_registered_as_a_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CI_API_V4_URL", "http://127.0.0.1:9/api/v4")
-    monkeypatch.setenv("CI_PROJECT_ID", "42")
-    monkeypatch.setenv("CI_DEFAULT_BRANCH", "main")
-    assert isinstance(open_store("gitlab:"), GitLabStore)
+    env = {"CI_API_V4_URL": "http://127.0.0.1:9/api/v4", "CI_PROJECT_ID": "42", "CI_DEFAULT_BRANCH": "main"}
+    store = open_store("gitlab:", env)
+    assert isinstance(store, GitLabStore)
+    assert store.branch == "main"
+    assert open_store("gitlab:stable", env).branch == "stable"
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert isinstance(open_store("gitlab:"), GitLabStore)  # environ defaults to os.environ

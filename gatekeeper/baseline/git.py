@@ -4,9 +4,9 @@ For teams without a shared disk: like benchmark history kept on a data
 branch. ``save`` commits ``results/<stage>/<time>-<commit>-<id>.json`` to the
 branch through a temporary index (``GIT_INDEX_FILE``) and ``update-ref`` with
 the old value, so the checked-out branch, index and working tree are never
-touched and two writers cannot lose each other's commit. With
-``GATEKEEPER_GIT_REMOTE`` set, ``latest`` fetches the branch first and
-``save`` pushes it (retrying on a concurrent push).
+touched and two writers cannot lose each other's commit. With a ``remote``
+(``GATEKEEPER_GIT_REMOTE`` through ``open_store``), ``latest`` fetches the
+branch first and ``save`` pushes it (retrying on a concurrent push).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class GitStore:
         self.branch = branch
         self.why_missing = ""  # why the last latest() returned None
         self.ref = f"refs/heads/{branch}"
-        self.remote = remote if remote is not None else os.environ.get("GATEKEEPER_GIT_REMOTE") or None
+        self.remote = remote
 
     def _git(self, *args: str, env: Mapping[str, str] | None = None, **kw: Any) -> str:
         try:
