@@ -14,6 +14,7 @@ __all__ = ["STAGES", "load_stage"]
 STAGES: dict[str, str] = {
     "verify_hip": "stages.verify_hip",
     "functional_test": "stages.functional_test",
+    "performance_baseline": "stages.performance_baseline",
     "compatibility_check": "stages.compatibility_check",
 }
 
