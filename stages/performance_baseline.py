@@ -128,7 +128,8 @@ def run(ctx: StageContext) -> None:
         _soak(ctx, base_cfg, soak_s)
     elif results:
         growth = series.growth_mb_per_hour([(r["memory_t_s"], r["memory_mb"]) for r in results])
-        _record_growth(ctx, growth, "over the timed iterations of all processes")
+        span = max((r["memory_t_s"][-1] - r["memory_t_s"][0] for r in results if len(r["memory_t_s"]) > 1), default=0.0)
+        _record_growth(ctx, growth, "over the timed iterations of all processes", span)
 
 
 def _record_timing(ctx: StageContext, results: list[dict[str, Any]], clocks: list[dict[str, Any]]) -> None:
@@ -175,12 +176,25 @@ def _record_timing(ctx: StageContext, results: list[dict[str, Any]], clocks: lis
     )
 
 
-def _record_growth(ctx: StageContext, growth: tuple[float, float, float] | None, where: str) -> None:
+# Seconds of steady running below which a slope is not extrapolated to MB/hour: over a
+# few seconds, allocator warm-up (a one-off step of a few MB) reads as hundreds of MB/hour.
+MIN_GROWTH_WINDOW_S = 600.0
+
+
+def _record_growth(ctx: StageContext, growth: tuple[float, float, float] | None, where: str, span_s: float) -> None:
     rec = ctx.rec
     if growth is None:
         rec.skip("memory_growth", f"too few memory samples {where} for a slope")
         return
     slope, lo, hi = growth
+    if span_s < MIN_GROWTH_WINDOW_S:
+        rec.summary["memory_growth_short_window"] = {"slope_mb_per_hour": slope, "ci": [lo, hi], "span_s": span_s}
+        rec.skip(
+            "memory_growth",
+            f"memory growth needs at least {MIN_GROWTH_WINDOW_S:.0f} s of steady running to extrapolate to MB/hour; "
+            f"this run observed {span_s:.1f} s {where} (use soak mode, e.g. --duration 30m)",
+        )
+        return
     rec.metric("memory_growth_mb_per_hour", slope, "MB/h", "lower", description=f"Theil-Sen slope {where}")
     rec.metric("memory_growth_mb_per_hour.ci_low", lo, "MB/h", "lower", description="95% interval, low end")
     rec.metric("memory_growth_mb_per_hour.ci_high", hi, "MB/h", "lower", description="95% interval, high end")
@@ -208,7 +222,8 @@ def _soak(ctx: StageContext, base_cfg: dict[str, Any], seconds: float) -> None:
         loss = series.decay(thr)
         rec.metric("throughput_decay", loss, "ratio", "lower", description="throughput lost, first vs last 10% of soak")
         rec.metric("soak_throughput", statistics.median(thr), "items/s", "higher", samples=thr)
-        _record_growth(ctx, series.growth_mb_per_hour([(t, [p["memory_mb"] for p in points])]), "over the soak run")
+        growth = series.growth_mb_per_hour([(t, [p["memory_mb"] for p in points])])
+        _record_growth(ctx, growth, "over the soak run", (t[-1] - t[0]) if len(t) > 1 else 0.0)
         rec.summary["soak"] = {"windows": len(points), "seconds": t[-1], "throughput_decay": loss}
 
 
