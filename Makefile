@@ -20,7 +20,10 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	@# exit 3 (passed with warnings) is a verdict too: the banner above says which gates warned
-	$(BIN)/gatekeeper pipeline --device cpu --out artifacts; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 3 ]
+	@# the history store makes a second run compare itself with the first
+	$(BIN)/gatekeeper pipeline --device cpu --out artifacts \
+	  --baseline sqlite:.gatekeeper/history.db --record sqlite:.gatekeeper/history.db; \
+	  rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 3 ]
 
 tools:
 	bash scripts/setup_test_tools.sh
@@ -34,4 +37,4 @@ test: setup tools lint
 	$(BIN)/python -m pytest; rc=$$?; [ $$rc -ne 5 ] || { echo "pytest collected no tests" >&2; exit 1; }; exit $$rc
 
 clean:
-	rm -rf artifacts .pytest_cache .ruff_cache
+	rm -rf artifacts .gatekeeper .pytest_cache .ruff_cache

@@ -224,6 +224,21 @@ def _cmd_notify_resend(args: argparse.Namespace) -> int:
     return resend(spool_dir=args.resend_spool, timeout=args.timeout)
 
 
+def _cmd_ab(args: argparse.Namespace) -> int:
+    from gatekeeper.ab import run_ab
+
+    stage_args = args.stage_args[1:] if args.stage_args[:1] == ["--"] else args.stage_args
+    return run_ab(
+        base=args.base,
+        out=args.out,
+        stage=args.stage,
+        rounds=args.rounds,
+        metric=args.metric,
+        max_cv=args.max_cv,
+        stage_args=stage_args,
+    )
+
+
 def _cmd_cache(args: argparse.Namespace) -> int:
     from gatekeeper import cache_commands as cc
 
@@ -436,6 +451,20 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--state", help="alert state file (no storms: alert on start, recovery, repeat)")
             q.add_argument("--channel", help="channel for SLACK_BOT_TOKEN (default: $SLACK_CHANNEL)")
             q.add_argument("--repeat-after", type=float, default=24.0, metavar="HOURS", help="default 24")
+    p = sub.add_parser(
+        "ab",
+        help="run a stage for base and head alternately (ABAB) and judge the difference",
+        description="Check out --base in a temporary worktree, run the stage for base and head alternately, and "
+        "compare. Exit 1 on a regression, 3 inconclusive, 0 otherwise. Stage options go after --.",
+    )
+    p.add_argument("--base", required=True, help="the commit, branch or tag to compare against")
+    p.add_argument("--stage", default="performance_baseline", help="default: performance_baseline")
+    p.add_argument("--rounds", type=int, default=2, help="ABAB rounds (default 2)")
+    p.add_argument("--metric", default="latency_ms", help="the metric with per-process samples (default latency_ms)")
+    p.add_argument("--max-cv", type=float, default=0.05, help="a side fluctuating more is inconclusive (0.05)")
+    p.add_argument("--out", required=True, help="directory for each run's artifacts and ab.json")
+    p.add_argument("stage_args", nargs=argparse.REMAINDER, help="-- then options for the stage")
+    p.set_defaults(handler=_cmd_ab)
 
     return parser
 

@@ -140,11 +140,23 @@ def _evaluate_gate(
         ref = resolve(gate.metric, {baseline.stage: baseline})
         if not ref.ok:
             return _missing(gate, base, f"the baseline has no value: {ref.missing}")
+        unconverged = _unconverged_warmup(gate.stage or "", inputs.reports, inputs.baselines)
+        if unconverged and uses_judge(got, ref):
+            return GateResult(outcome=Outcome.INCONCLUSIVE, reason=f"{label}: {unconverged}", **base)
         judged = uses_judge(got, ref)
         result = judge_gate(gate, got, ref, base) if judged else _point(gate, label, got, ref.value, base)
     else:
         result = _point(gate, label, got, None, base)
     return _apply_waivers(result, gate, active=active, expired=expired, mine=mine, reports=inputs.reports)
+
+
+def _unconverged_warmup(stage: str, reports: Mapping[str, StageReport], baselines: Mapping[str, StageReport]) -> str:
+    """Timings taken before compilation/autotuning settled are not comparable (validity first)."""
+    for side, rep in (("this run", reports.get(stage)), ("the baseline", baselines.get(stage))):
+        m = rep.metrics.get("warmup_converged") if rep else None
+        if m is not None and m.value == 0.0:
+            return f"warm-up did not converge in {side}, so its timings cannot be judged"
+    return ""
 
 
 def _resolve(gate: Gate, inputs: Inputs, waived: set[str]) -> Resolved:

@@ -39,12 +39,14 @@ def judge_gate(gate: Gate, got: Resolved, ref: Resolved, base: dict[str, Any]) -
         better=better,
         alpha=gate.alpha,
         min_effect=min_effect,
+        unit=got.unit,
     )
     assert got.value is not None
     assert ref.value is not None
     change = got.value / ref.value - 1.0 if ref.value else None
-    base = {**base, "baseline_value": ref.value, "change": change, "comparison": {**cmp.to_dict(), "kind": "body"}}
-    line = cmp.line(unit=got.unit) if _takes_unit(cmp) else cmp.line()
+    comparison = {**cmp.to_dict(), "alpha": gate.alpha}
+    base = {**base, "baseline_value": ref.value, "change": change, "comparison": {**comparison, "kind": "body"}}
+    line = cmp.line()
     if got.statistic in _BODY_STATS:
         if cmp.verdict == "regression":
             if gate.warn_rule and gate.warn_rule.holds(got.value, ref.value):
@@ -57,7 +59,7 @@ def judge_gate(gate: Gate, got: Resolved, ref: Resolved, base: dict[str, Any]) -
         return GateResult(outcome=Outcome.PASS, reason=line, **base)
     # A tail statistic (P99...): the interval-backed tail test decides together with the rule,
     # never the bare ratio alone (on noisy runners it raises false alarms).
-    base["comparison"] = {**cmp.to_dict(), "kind": "tail"}
+    base["comparison"] = {**comparison, "kind": "tail"}
     rule_ok = gate.pass_rule.holds(got.value, ref.value)
     shown = f"{gate.metric} {ref.value:.4g} -> {got.value:.4g} {got.unit}".rstrip()
     if cmp.tail_verdict == "regression" and not rule_ok:
@@ -71,16 +73,12 @@ def judge_gate(gate: Gate, got: Resolved, ref: Resolved, base: dict[str, Any]) -
     return GateResult(outcome=Outcome.PASS, reason=f"{shown} meets {gate.pass_rule.text}; {line}", **base)
 
 
-def _takes_unit(cmp: Any) -> bool:
-    import inspect
-
-    return "unit" in inspect.signature(cmp.line).parameters
-
-
 def holm_adjust(results: list[GateResult]) -> list[GateResult]:
     """Control the false-alarm rate across every body comparison in one verdict (Holm).
 
-    A regression that is no longer significant after the correction becomes inconclusive.
+    compare_runs tests the body at alpha/2 (the other half is the tail's), so the
+    adjusted p-values are held against alpha/2 too. A regression that is no longer
+    significant after the correction becomes inconclusive.
     """
     judged = [
         (i, r)
@@ -96,7 +94,7 @@ def holm_adjust(results: list[GateResult]) -> list[GateResult]:
     for (i, r), p_adj in zip(judged, adjusted, strict=True):
         comparison = {**r.comparison, "p_value_holm": p_adj}
         alpha = r.comparison.get("alpha", 0.01)
-        if r.outcome in (Outcome.FAIL, Outcome.WARN) and p_adj >= alpha:
+        if r.outcome in (Outcome.FAIL, Outcome.WARN) and p_adj is not None and p_adj >= alpha / 2:
             out[i] = replace(
                 r,
                 outcome=Outcome.INCONCLUSIVE,

@@ -24,7 +24,11 @@ from gatekeeper.workflow import run_evaluate
 __all__ = ["PipelineOptions", "run_pipeline"]
 
 # Reduced settings for --quick (a smoke run of the whole flow in a few minutes on a CPU).
-QUICK_ARGS: dict[str, list[str]] = {}
+QUICK_ARGS: dict[str, list[str]] = {
+    "functional_test": ["--seeds", "2", "--checkpoint-trials", "2"],
+    "performance_baseline": ["--processes", "3", "--iterations", "20"],
+    "compatibility_check": ["--collective-max-mb", "4"],
+}
 
 
 @dataclass(frozen=True)

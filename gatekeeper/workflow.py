@@ -109,10 +109,13 @@ def load_baselines(
         if base is not None and comparability(base, report) is None:
             found[stage] = base
             continue
-        history = store.history(stage, limit=1)
-        if history:
-            why = comparability(history[0][1], report) or "the stored result is not comparable"
-            notes[stage] = f"{why} (a new device or configuration)"
+        why = getattr(store, "why_missing", "")  # stores that know better say why themselves
+        history = [] if why else store.history(stage, limit=1)
+        if why:
+            notes[stage] = why
+        elif history:
+            reason = comparability(history[0][1], report) or "the stored result is not comparable"
+            notes[stage] = f"{reason} (a new device or configuration)"
         else:
             notes[stage] = f"the store {spec} has no {stage} result yet (first run of this branch or device)"
     return found, notes

@@ -13,6 +13,8 @@ __all__ = ["STAGES", "load_stage"]
 # name -> module, in the order the pipeline runs them
 STAGES: dict[str, str] = {
     "verify_hip": "stages.verify_hip",
+    "functional_test": "stages.functional_test",
+    "performance_baseline": "stages.performance_baseline",
     "compatibility_check": "stages.compatibility_check",
 }
 

@@ -7,6 +7,7 @@ JSON files of an earlier pipeline), ``sqlite:PATH``, ``gitlab:`` or
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -70,15 +71,37 @@ def _minor(version: str | None) -> str | None:
     return ".".join(version.split(".")[:2]) if version else None
 
 
-def _open_file_store(location: str) -> BaselineStore:
+def _open_file_store(location: str, environ: Mapping[str, str] | None = None) -> BaselineStore:
     from gatekeeper.baseline.file import FileStore
 
     return FileStore(location)
 
 
-# spec prefix -> factory(location)
-STORES: dict[str, Callable[[str], BaselineStore]] = {
+def _open_sqlite_store(location: str, environ: Mapping[str, str] | None = None) -> BaselineStore:
+    from gatekeeper.baseline.sqlite import SqliteStore
+
+    return SqliteStore(location)
+
+
+def _open_gitlab_store(location: str, environ: Mapping[str, str] | None = None) -> BaselineStore:
+    from gatekeeper.baseline.gitlab import GitLabStore
+
+    return GitLabStore.from_env(location, environ)
+
+
+def _open_git_store(location: str, environ: Mapping[str, str] | None = None) -> BaselineStore:
+    from gatekeeper.baseline.git import GitStore
+
+    env = os.environ if environ is None else environ
+    return GitStore(location, remote=env.get("GATEKEEPER_GIT_REMOTE") or None)
+
+
+# spec prefix -> factory(location, environ): environ is where gitlab: and git: read their variables
+STORES: dict[str, Callable[[str, Mapping[str, str] | None], BaselineStore]] = {
     "file": _open_file_store,
+    "sqlite": _open_sqlite_store,
+    "gitlab": _open_gitlab_store,
+    "git": _open_git_store,
 }
 
 
@@ -91,4 +114,4 @@ def open_store(spec: str, environ: Mapping[str, str] | None = None) -> BaselineS
     factory = STORES.get(prefix)
     if factory is None:
         raise InputError(None, "--baseline", f"unknown baseline store {prefix!r}", f"use one of: {', '.join(STORES)}")
-    return factory(location)
+    return factory(location, environ)

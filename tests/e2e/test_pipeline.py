@@ -54,3 +54,17 @@ def test_stage_that_dies_leaves_an_error_artifact(tmp_path, monkeypatch):
     assert stage["status"] == "error"
     assert "killed by SIGSEGV" in stage["checks"][0]["message"]
     assert verdict.result == "blocked"
+
+
+def test_quick_arguments_are_accepted_by_each_stage():
+    """--quick passes reduced settings; each must be a real option of its stage."""
+    import argparse
+
+    from gatekeeper.pipeline import QUICK_ARGS
+    from stages import STAGES, load_stage
+    from stages._stage import build_parser
+
+    for name, args in QUICK_ARGS.items():
+        assert name in STAGES
+        parser = build_parser(load_stage(name))
+        assert isinstance(parser.parse_args(args), argparse.Namespace)

@@ -1,0 +1,164 @@
+"""functional_test: operator coverage, precision drift, model-traced ops, custom
+autograd, checkpoint restore and sparse tensors, on the device against a CPU
+float64 reference.
+
+Produces the field report's table for any stack: per category (basic_math,
+convolution, reduction, matrix, custom_backward, distributed) the cases, pass
+rate and failing ops; the relative-error distribution per dtype over seeds; the
+aten ops the model really runs, replayed one by one; the whole model's gradients
+against CPU float64; checkpoint restore in a fresh process; sparse COO/CSR.
+Every case runs in an isolated worker with a timeout (see stages/functional/runner.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gatekeeper.errors import InputError
+from stages._stage import StageContext, stage_main
+from stages.functional import steps
+from stages.functional.catalog import CATEGORIES
+from stages.functional.report import Tally, write_markdown
+from stages.functional.runner import CaseRunner
+from stages.functional.tolerances import DTYPES
+
+NAME = "functional_test"
+DESCRIPTION = (
+    "Operator catalog, precision over seeds, model-traced ops, autograd, checkpoints and sparse vs CPU float64."
+)
+
+__all__ = ["DESCRIPTION", "NAME", "Options", "add_arguments", "main", "run"]
+
+
+@dataclass(frozen=True)
+class Options:
+    seeds: int = 10
+    categories: str = "all"
+    dtypes: str = ",".join(DTYPES)
+    opinfo: bool = False
+    opinfo_budget: float = 120.0
+    checkpoint_trials: int = 5
+    checkpoint_steps: int = 3
+    cases: Path | None = None
+    no_traced: bool = False
+    no_sparse: bool = False
+    workers: int = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("functional_test options")
+    g.add_argument("--seeds", type=int, default=10, help="seeds per catalog case and dtype (default 10; nightly: 100)")
+    g.add_argument(
+        "--categories", default="all", help=f"comma list of {', '.join(CATEGORIES)}; 'all' (default) or 'none'"
+    )
+    g.add_argument("--dtypes", default=",".join(DTYPES), help="comma list of float32, float16, bfloat16 (default all)")
+    g.add_argument("--opinfo", action="store_true", help="also sweep PyTorch's OpInfo database (needs expecttest)")
+    g.add_argument("--opinfo-budget", type=float, default=120.0, help="seconds for the OpInfo sweep (default 120)")
+    g.add_argument("--checkpoint-trials", type=int, default=5, help="save/restore trials (default 5; 0 skips them)")
+    g.add_argument("--checkpoint-steps", type=int, default=3, help="training steps before and after the restore")
+    g.add_argument("--cases", type=Path, help="a .py file whose top-level case_*(device) functions are extra checks")
+    g.add_argument("--no-traced", action="store_true", help="skip the model-traced op replay and whole-model check")
+    g.add_argument("--no-sparse", action="store_true", help="skip the sparse tensor checks")
+    g.add_argument("--workers", type=int, default=2, help="isolated worker processes running cases (default 2)")
+
+
+def _split(text: str, allowed: tuple[str, ...], option: str) -> tuple[str, ...]:
+    if text.strip() == "all":
+        return allowed
+    if text.strip() == "none":
+        return ()
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = [x for x in items if x not in allowed]
+    if unknown or not items:
+        raise InputError(None, option, f"unknown value {', '.join(unknown) or repr(text)}", f"use {', '.join(allowed)}")
+    return tuple(x for x in allowed if x in items)
+
+
+def _validate(opts: Options) -> None:
+    for option, value, low in (
+        ("--seeds", opts.seeds, 1),
+        ("--workers", opts.workers, 1),
+        ("--checkpoint-trials", opts.checkpoint_trials, 0),
+        ("--checkpoint-steps", opts.checkpoint_steps, 1),
+    ):
+        if value < low:
+            raise InputError(None, option, f"{value} is below {low}", f"pass {option} {max(low, 1)} or more")
+    if opts.opinfo_budget <= 0:
+        raise InputError(None, "--opinfo-budget", f"{opts.opinfo_budget:g} is not a positive number of seconds")
+
+
+def run(ctx: StageContext) -> None:
+    from stages.functional.user_cases import discover
+    from stages.models import parse_shape
+
+    opts: Options = ctx.options
+    _validate(opts)
+    categories = _split(opts.categories, CATEGORIES, "--categories")
+    dtypes = _split(opts.dtypes, DTYPES, "--dtypes")
+    user = discover(opts.cases) if opts.cases else []  # bad --cases file: exit 2 before any work
+    plan = steps.Plan(
+        device=ctx.device,
+        categories=categories,
+        dtypes=dtypes,
+        seeds=tuple(range(ctx.common.seed, ctx.common.seed + opts.seeds)),
+        timeout=ctx.common.check_timeout,
+        model=ctx.common.model,
+        batch_size=ctx.common.batch_size,
+        input_shape=parse_shape(ctx.common.input_shape),
+        seed=ctx.common.seed,
+    )
+    rec, tally = ctx.rec, Tally()
+    summary = rec.summary
+    with CaseRunner(opts.workers, timeout=plan.timeout) as runner:
+        in_process = tuple(c for c in categories if c != "distributed")
+        if in_process:
+            with rec.group(
+                "catalog", f"operator catalog: {', '.join(in_process)} x {', '.join(dtypes)} x {opts.seeds} seeds"
+            ):
+                steps.catalog(rec, runner, plan, tally)
+        if "distributed" in categories:
+            with rec.group("distributed", "distributed: collectives in 2 rank processes"):
+                summary["distributed"] = steps.distributed(rec, plan, tally)
+        if categories:
+            tally.emit(rec)
+            summary["categories"] = tally.table()
+            summary["precision"] = tally.precision()
+        if user:
+            with rec.group("user", f"user cases from {opts.cases}"):
+                summary["user_cases"] = steps.user_cases(rec, runner, plan, Path(opts.cases), user)  # type: ignore[arg-type]
+        if opts.no_traced:
+            rec.skip("traced", "--no-traced was given")
+        else:
+            with rec.group("traced", f"model-traced ops: {plan.model or 'demo model'} forward + backward"):
+                summary["traced"] = steps.traced(rec, runner, plan)
+        if opts.checkpoint_trials:
+            with rec.group("checkpoint", f"checkpoint restore: {opts.checkpoint_trials} trials"):
+                summary["checkpoint"] = steps.checkpoints(
+                    rec, runner, plan, opts.checkpoint_trials, opts.checkpoint_steps
+                )
+        else:
+            rec.skip("checkpoint", "--checkpoint-trials 0")
+        if opts.no_sparse:
+            rec.skip("sparse", "--no-sparse was given")
+        else:
+            with rec.group("sparse", "sparse tensors: COO, CSR, coalesce, sparse x dense"):
+                summary["sparse"] = steps.sparse(rec, runner, plan)
+        if opts.opinfo:
+            with rec.group("opinfo", f"OpInfo sweep (budget {opts.opinfo_budget:g} s)"):
+                summary["opinfo"] = steps.opinfo(rec, runner, plan, opts.opinfo_budget)
+        summary["worker_restarts"] = runner.restarts
+    path = write_markdown(
+        ctx.out_dir / f"{NAME}.md", summary, f"{ctx.device.torch_device} ({ctx.environment.device_name or 'CPU'})"
+    )
+    rec.log(f"summary table -> {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
