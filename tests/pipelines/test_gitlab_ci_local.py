@@ -1,0 +1,335 @@
+"""Run a sample model repository that includes the gatekeeper component
+through gitlab-ci-local (jobs run on this machine with the shell executor).
+
+Five pipeline contexts are checked through ``--list-json`` (which jobs run,
+``when``, ``allow_failure`` after rules), and real pipelines are run with
+``--shell-isolation`` (artifacts and cache pass between jobs as in GitLab):
+a planted failing gate blocks on main and not in a merge request into another
+branch, the failure job fires and writes a diagnosis, and a nightly job whose
+tag rule was edited away is still refused by ``gatekeeper breaker check``.
+
+Needs node 22+, gitlab-ci-local and rsync: ``bash scripts/setup_ci_tools.sh``
+installs them (into .ci-tools/, found here without touching PATH). Without
+them these tests skip, naming what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gatekeeper import proc
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS_BIN = ROOT / ".ci-tools" / "node_modules" / ".bin"
+STAGES = ["verify_hip", "functional_test", "performance_baseline", "compatibility_check"]
+PREDEFINED = ",".join(
+    ["CI_PIPELINE_SOURCE", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME", "CI_MERGE_REQUEST_IID", "CI_COMMIT_TAG"]
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _tool_path() -> str:
+    return os.pathsep.join([str(TOOLS_BIN), os.environ.get("PATH", "")])
+
+
+def _missing_tools() -> str | None:
+    path = _tool_path()
+    gcl = shutil.which("gitlab-ci-local", path=path)
+    if gcl is None:
+        return "gitlab-ci-local not installed (run: bash scripts/setup_ci_tools.sh)"
+    node = proc.run(["node", "-p", "process.versions.node"], timeout=30, env={**os.environ, "PATH": path})
+    if not node.ok or int(node.stdout.strip().split(".")[0]) < 22:
+        return f"gitlab-ci-local needs node 22+ (found {node.stdout.strip() or 'none'}; run scripts/setup_ci_tools.sh)"
+    if shutil.which("rsync") is None:
+        return "rsync not installed (gitlab-ci-local --shell-isolation needs it; apt-get install rsync)"
+    return None
+
+
+MISSING = _missing_tools()
+# .ci/run sets GATEKEEPER_REQUIRE_TOOLS=1 after installing the tools: there a
+# missing tool is a failure, not a skip.
+if MISSING and os.environ.get("GATEKEEPER_REQUIRE_TOOLS") == "1":
+    MISSING_REQUIRED: str | None = MISSING
+    MISSING = None
+else:
+    MISSING_REQUIRED = None
+needs_gcl = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+
+
+@pytest.fixture(autouse=True)
+def _tools_present() -> None:
+    if MISSING_REQUIRED:
+        pytest.fail(f"GATEKEEPER_REQUIRE_TOOLS=1 but {MISSING_REQUIRED}")
+
+
+def _has_command(*argv: str) -> bool:
+    res = proc.run([sys.executable, "-m", "gatekeeper", *argv, "--help"], timeout=60, cwd=ROOT)
+    return res.ok
+
+
+SAMPLE_GATES = """\
+# The sample repo's gates: what verify_hip measures, nothing the disabled stages would.
+version: 1
+gates:
+  device-required:
+    description: A GPU must be visible when the job runs on a GPU runner.
+    metric: verify_hip.device_available
+    pass: ">= 1"
+    when: {env: {GATEKEEPER_REQUIRE_DEVICE: "1"}}
+  smoke-kernels:
+    description: Smoke kernels match the CPU float64 reference.
+    metric: verify_hip.checks.failed
+    pass: "== 0"
+"""
+
+
+def _pipeline(inputs: dict[str, Any], extra: str = "") -> str:
+    lines = ["include:", "  - local: ci/gatekeeper.yml", "    inputs:"]
+    lines += [f"      {k}: {json.dumps(v)}" for k, v in inputs.items()]
+    return "\n".join(lines) + "\n" + extra
+
+
+def make_repo(base: Path, inputs: dict[str, Any], extra: str = "") -> Path:
+    """A model repository: the component copied in, a gates file, a git history on main."""
+    repo = base / "model-repo"
+    (repo / "ci").mkdir(parents=True)
+    shutil.copy(ROOT / "ci-templates" / "gatekeeper.yml", repo / "ci" / "gatekeeper.yml")
+    (repo / "gates.yaml").write_text(SAMPLE_GATES)
+    (repo / ".gitlab-ci.yml").write_text(_pipeline(inputs, extra))
+    (repo / ".gitignore").write_text(".gitlab-ci-local/\nartifacts/\n.gatekeeper-cache/\n.gatekeeper-tmp/\n")
+    # The jobs call `gatekeeper`: this checkout, run by the interpreter running the tests.
+    shim = base / "bin" / "gatekeeper"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m gatekeeper "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.invalid"]
+    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], [*git, "commit", "-qm", "sample"]):
+        res = proc.run(argv, timeout=60, cwd=repo)
+        assert res.ok, res.describe()
+    return repo
+
+
+def gcl(repo: Path, *args: str, variables: dict[str, str] | None = None, timeout: float = 240) -> proc.ProcResult:
+    argv = ["gitlab-ci-local", "--ignore-predefined-vars", PREDEFINED, "--no-color", *args]
+    for key, value in (variables or {}).items():
+        argv += ["--variable", f"{key}={value}"]
+    # Only the sample pipeline's own context: when these tests themselves run in
+    # a GitLab job, its CI_*/GITLAB_* variables (a tag, an MR) must not leak into
+    # the inner jobs, which inherit this environment; CI=true also changes
+    # gitlab-ci-local's own behaviour.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "CI" and not k.startswith(("CI_", "GITLAB_", "GATEKEEPER_", "TORCHINDUCTOR_", "MIOPEN_"))
+    }
+    env["PATH"] = os.pathsep.join([str(repo.parent / "bin"), _tool_path()])
+    # gitlab-ci-local reads $HOME/.gitlab-ci-local/variables.yml: never the real one.
+    env["HOME"] = str(repo.parent)
+    return proc.run(argv, timeout=timeout, cwd=repo, env=env)
+
+
+def list_jobs(repo: Path, variables: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    res = gcl(repo, "--list-json", variables=variables, timeout=120)
+    assert res.ok, res.describe()
+    text = res.stdout[res.stdout.index("\n[") + 1 :] if not res.stdout.startswith("[") else res.stdout
+    return {job["name"]: job for job in json.loads(text)}
+
+
+CONTEXTS: dict[str, dict[str, str]] = {
+    "push-main": {},
+    "mr-to-main": {
+        "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+        "CI_MERGE_REQUEST_IID": "7",
+    },
+    "mr-to-dev": {
+        "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "dev",
+        "CI_MERGE_REQUEST_IID": "8",
+    },
+    "tag": {"CI_COMMIT_TAG": "v1.0.0"},
+    "nightly-schedule": {"CI_PIPELINE_SOURCE": "schedule"},
+}
+
+
+@pytest.fixture(scope="module")
+def listed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, Any]]]:
+    if MISSING:
+        pytest.skip(MISSING)
+    if MISSING_REQUIRED:
+        pytest.fail(f"GATEKEEPER_REQUIRE_TOOLS=1 but {MISSING_REQUIRED}")
+    repo = make_repo(tmp_path_factory.mktemp("listed"), {"install": "", "nightly_index_url": "none"})
+    return {name: list_jobs(repo, variables) for name, variables in CONTEXTS.items()}
+
+
+def _stage_jobs(channel: str) -> list[str]:
+    return [f"gatekeeper:{s}: [{channel}]" for s in STAGES] + [f"gatekeeper:gate: [{channel}]"]
+
+
+@needs_gcl
+@pytest.mark.parametrize("context", list(CONTEXTS))
+def test_jobs_per_context(listed: dict[str, dict[str, dict[str, Any]]], context: str) -> None:
+    jobs = listed[context]
+    assert jobs["gatekeeper:diagnose"]["when"] == "on_failure"
+    for name in _stage_jobs("stable"):
+        assert jobs[name]["when"] in ("on_success", "always"), name
+    for name in _stage_jobs("nightly"):
+        expected_never = context == "tag"
+        assert (jobs[name]["when"] == "never") is expected_never, (context, name, jobs[name]["when"])
+    gate = jobs["gatekeeper:gate: [stable]"]
+    assert gate["when"] == "always"
+    if context == "mr-to-dev":
+        # Merge requests into a branch other than the protected one never block.
+        for name in _stage_jobs("stable") + _stage_jobs("nightly"):
+            assert jobs[name]["allow_failure"] is True, name
+    else:
+        assert gate["allow_failure"] == {"exit_codes": [3, 4]}
+        for s in STAGES:
+            assert jobs[f"gatekeeper:{s}: [stable]"]["allow_failure"] == {"exit_codes": [4]}
+
+
+# gitlab-ci-local counts a job with `allow_failure: exit_codes` as allowed to
+# fail whatever its exit code when it decides the pipeline result and whether
+# `when: on_failure` jobs start (its job status, FAIL vs WARN, is right). GitLab
+# fails the pipeline for an exit code not in the list. The sample repo restores
+# GitLab's behaviour for the gate's exit 1 so the pipeline result is GitLab's.
+GCL_EXIT_CODES_WORKAROUND = """
+gatekeeper:gate:
+  allow_failure: false
+"""
+# Only verify_hip runs for real (the other stages take minutes on CPU); the
+# gate's and the failure job's needs are optional, so they run without them.
+FAST = "".join(
+    f"gatekeeper:{s}:\n  rules: [{{when: never}}]\n"
+    for s in ["functional_test", "performance_baseline", "compatibility_check"]
+)
+PLANTED = {
+    "install": "",
+    "nightly_index_url": "none",
+    "channels": ["stable"],
+    "gates": "gates.yaml",
+    # Planted failure: a GPU is required, and this machine has none.
+    "device_required": True,
+}
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, proc.ProcResult]]:
+    if MISSING:
+        pytest.skip(MISSING)
+    if MISSING_REQUIRED:
+        pytest.fail(f"GATEKEEPER_REQUIRE_TOOLS=1 but {MISSING_REQUIRED}")
+    if not _has_command("evaluate"):
+        pytest.skip("gatekeeper evaluate is not in this checkout: the gate job cannot run")
+    out = {}
+    for name in ("push-main", "mr-to-dev"):
+        repo = make_repo(tmp_path_factory.mktemp(name), PLANTED, GCL_EXIT_CODES_WORKAROUND + FAST)
+        out[name] = (repo, gcl(repo, "--force-shell-executor", "--shell-isolation", variables=CONTEXTS[name]))
+    return out
+
+
+def _summary(res: proc.ProcResult) -> dict[str, str]:
+    """Job name -> PASS/FAIL/WARN from gitlab-ci-local's closing summary."""
+    out = {}
+    for line in res.stdout.splitlines():
+        # " WARN  gatekeeper:gate: [stable]      pre_script": the name ends at a run of spaces.
+        m = re.match(r"^\s*(PASS|FAIL|WARN)\s+(\S.*?)(?:\s{2,}.*)?$", line)
+        if m:
+            out[m.group(2)] = m.group(1)
+    return out
+
+
+@needs_gcl
+def test_failing_gate_blocks_on_main(ran: dict[str, tuple[Path, proc.ProcResult]]) -> None:
+    repo, res = ran["push-main"]
+    summary = _summary(res)
+    assert summary.get("gatekeeper:verify_hip: [stable]") == "PASS", res.stdout[-3000:]
+    assert summary.get("gatekeeper:gate: [stable]") == "FAIL", res.stdout[-3000:]
+    assert res.returncode != 0, "the pipeline must fail on main"
+    verdict = json.loads((repo / "artifacts" / "stable" / "verdict.json").read_text())
+    assert "device-required" in json.dumps(verdict)
+
+
+@needs_gcl
+def test_failure_job_fires_and_diagnoses(ran: dict[str, tuple[Path, proc.ProcResult]]) -> None:
+    repo, res = ran["push-main"]
+    assert "gatekeeper:diagnose" in _summary(res), "the on_failure job did not start"
+    if not _has_command("analyze"):
+        pytest.skip("gatekeeper analyze is not in this checkout: the diagnosis cannot be written")
+    analysis = json.loads((repo / "artifacts" / "stable" / "analysis.json").read_text())
+    assert analysis["schema"].startswith("gatekeeper.analysis/")
+    sources = [Path(i["source"]).name for i in analysis["inputs"]]
+    assert "gate.log" in sources, sources
+    assert "verify_hip.log" in sources, sources
+
+
+@needs_gcl
+def test_failing_gate_does_not_block_mr_into_other_branch(ran: dict[str, tuple[Path, proc.ProcResult]]) -> None:
+    repo, res = ran["mr-to-dev"]
+    summary = _summary(res)
+    assert summary.get("gatekeeper:gate: [stable]") == "WARN", res.stdout[-3000:]
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert "gatekeeper:diagnose" not in summary, "allowed failures do not fail the pipeline"
+    verdict = json.loads((repo / "artifacts" / "stable" / "verdict.json").read_text())
+    assert "device-required" in json.dumps(verdict)
+
+
+@needs_gcl
+def test_nightly_refused_on_tag_even_without_the_rule(tmp_path: Path) -> None:
+    # Someone "simplified" the rules: the nightly job now runs on tags. The
+    # breaker's static policy still refuses it before any device work.
+    inputs = {"install": "", "nightly_index_url": "none", "channels": ["nightly"]}
+    repo = make_repo(tmp_path, inputs, "gatekeeper:verify_hip:\n  rules: [{when: on_success}]\n")
+    jobs = list_jobs(repo, CONTEXTS["tag"])
+    assert jobs["gatekeeper:verify_hip: [nightly]"]["when"] == "on_success"
+    res = gcl(
+        repo,
+        "--force-shell-executor",
+        "--shell-isolation",
+        "gatekeeper:verify_hip: [nightly]",
+        variables=CONTEXTS["tag"],
+        timeout=120,
+    )
+    # FAIL, not WARN: exit 1 is not the breaker-open code 4 the job may fail with.
+    assert _summary(res).get("gatekeeper:verify_hip: [nightly]") == "FAIL", res.stdout[-3000:]
+    assert "the nightly channel never runs on tag pipelines" in res.stdout
+    assert "gatekeeper stage verify_hip: device" not in res.stdout, "the stage must not start"
+
+
+@needs_gcl
+def test_open_breaker_skips_the_next_pipeline_without_device_work(tmp_path: Path) -> None:
+    # Planted stage failure: smoke kernels get no time at all. With
+    # breaker_failures: 1 the first failure opens the nightly breaker; its state
+    # lives in the job's GitLab cache, so the next pipeline finds it open.
+    inputs = {
+        "install": "",
+        "nightly_index_url": "none",
+        "channels": ["nightly"],
+        "breaker_failures": 1,
+        "stage_args": "--smoke-timeout 0.001",
+    }
+    repo = make_repo(tmp_path, inputs, FAST)
+    job = "gatekeeper:verify_hip: [nightly]"
+    first = gcl(repo, "--force-shell-executor", "--shell-isolation", job, variables=CONTEXTS["nightly-schedule"])
+    assert _summary(first).get(job) == "FAIL", first.stdout[-3000:]
+    assert "recorded fail: now open" in first.stdout, first.stdout[-3000:]
+    second = gcl(repo, "--force-shell-executor", "--shell-isolation", variables=CONTEXTS["nightly-schedule"])
+    # WARN: exit 4 is in the jobs' allow_failure exit_codes: allowed, skipped-looking failures.
+    # The gate is skipped the same way instead of blocking on the missing stage data.
+    summary = _summary(second)
+    assert summary.get(job) == "WARN", second.stdout[-3000:]
+    assert summary.get("gatekeeper:gate: [nightly]") == "WARN", second.stdout[-3000:]
+    assert "skipped: upstream verify_hip: breaker open since" in second.stdout
+    assert "breaker open since" in second.stdout
+    assert "last diagnosis: smoke." in second.stdout
+    assert "gatekeeper stage verify_hip: device" not in second.stdout, "no stage work while open"
