@@ -229,3 +229,29 @@ def test_tokens_in_logs_do_not_reach_the_report(tmp_path, capsys, monkeypatch):
     assert json.loads(out)["category"] == "device_oom"
     assert "glpat-abcdefghij0123456789" not in out
     assert "tok-1234567890" not in out
+
+
+def test_a_blocked_device_gate_is_diagnosed_from_the_verdict(tmp_path):
+    """The gate job's verdict is evidence: a required device that is missing is device_not_available."""
+    import datetime as dt
+    import json
+
+    from gatekeeper.artifacts import Metric, StageReport, write_stage
+    from gatekeeper.evaluate import Inputs, evaluate
+    from gatekeeper.gates import parse_gates
+    from gatekeeper.workflow import write_outputs
+    from tests.builders import env
+
+    rep = StageReport("verify_hip", "passed", "2026-12-02T00:00:00+00:00", 1.0, env(device_kind="cpu", gfx_arch=None),
+                      {"device_available": Metric.of(0.0, "bool", "higher")})  # fmt: skip
+    write_stage(rep, tmp_path)
+    gates = parse_gates(
+        {"version": 1, "gates": {"device-required": {"metric": "verify_hip.device_available", "pass": ">= 1"}}}
+    )
+    verdict = evaluate(Inputs(gates=gates, reports={"verify_hip": rep}, channel="stable", today=dt.date(2026, 12, 2)))
+    write_outputs(verdict, tmp_path)
+    out = tmp_path / "analysis.json"
+    assert main(["analyze", "--artifacts", str(tmp_path), "--format", "json", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["category"] == "device_not_available"
+    assert any(c["name"] == "device-required" for c in doc["failed_checks"])

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from gatekeeper import files
 from gatekeeper.analyze.classify import Classifier, open_log
-from gatekeeper.analyze.diagnosis import Diagnosis, diagnose, environment_fingerprint, failed_checks
+from gatekeeper.analyze.diagnosis import Diagnosis, FailedCheck, diagnose, environment_fingerprint, failed_checks
 from gatekeeper.analyze.render import FORMATS, render
 from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
 from gatekeeper.artifacts import read_artifacts
 from gatekeeper.errors import InputError
 from gatekeeper.redact import redact
 
-__all__ = ["CATEGORIES", "FORMATS", "analyze", "classify_logs", "doctor_available", "waiver_status"]
+__all__ = ["CATEGORIES", "FORMATS", "analyze", "blocking_gates", "classify_logs", "doctor_available", "waiver_status"]
 
 
 def classify_logs(
@@ -32,7 +32,7 @@ def classify_logs(
 ) -> Diagnosis:
     """Diagnose ``logs`` (paths, ``-`` for stdin; gzip accepted) plus the failed checks in ``artifacts``."""
     reports = read_artifacts(artifacts) if artifacts is not None else {}
-    checks = failed_checks(reports)
+    checks = failed_checks(reports) + (blocking_gates(Path(artifacts)) if artifacts is not None else [])
     classifier = Classifier(rules)
     for log in logs:
         with open_log(log) as stream:
@@ -41,6 +41,17 @@ def classify_logs(
         # A failed check's message is evidence too (a stage may have caught the error).
         classifier.scan_text(check.message, f"{check.stage}.json#{check.name}")
     return diagnose(classifier.evidence, rules, environment=environment_fingerprint(reports), checks=checks)
+
+
+def blocking_gates(artifacts: Path) -> list[FailedCheck]:
+    """The gates that blocked this run (from verdict.json, when the gate job wrote one), as evidence."""
+    path = artifacts / "verdict.json"
+    if not path.is_file():
+        return []
+    from gatekeeper.verdict import Verdict
+
+    verdict = Verdict.from_dict(files.read_json(path, what="verdict"))
+    return [FailedCheck("gate", g.name, "failed", g.reason, {}) for g in verdict.blocking_gates]
 
 
 def waiver_status(rules: RuleSet, gates_path: str | Path, today: dt.date | None = None) -> dict[str, dict]:
