@@ -149,3 +149,23 @@ def test_record_keeps_the_run_in_a_store(workdir, capsys):
     code, _out, _err = evaluate(workdir, capsys, "--record", str(store))
     assert code == 0
     assert sorted(p.name for p in store.glob("*.json")) == ["functional_test.json", "verify_hip.json"]
+
+
+def test_a_bug_is_one_line_and_a_saved_traceback(monkeypatch, capsys, tmp_path):
+    import gatekeeper.workflow
+
+    def boom(**_kw):
+        raise RuntimeError("unexpected state\nsecond line")
+
+    monkeypatch.setattr(gatekeeper.workflow, "run_evaluate", boom)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = cli.main(["evaluate"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 70
+    assert len(err) == 1
+    assert err[0].startswith("gatekeeper: internal error: RuntimeError: unexpected state (traceback saved in ")
+    saved = list(tmp_path.glob("gatekeeper-crash-*.log"))
+    assert "Traceback" in saved[0].read_text()

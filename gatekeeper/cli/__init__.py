@@ -1,0 +1,78 @@
+"""The ``gatekeeper`` command: argparse and dispatch only.
+
+Each subcommand parses its arguments and calls one library function with
+explicit keyword arguments; the command groups live beside this file
+(run, diagnose, release, ops). InputError is caught here, in one place, and
+becomes one line on stderr and exit code 2; any other exception is a bug:
+one line on stderr, the traceback in a saved log, exit code 70.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from gatekeeper import __version__
+from gatekeeper.cli import diagnose, ops, release, run
+from gatekeeper.errors import InputError
+from gatekeeper.exitcodes import ExitCode
+
+__all__ = ["build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+# Command groups, in the order `gatekeeper --help` lists them.
+GROUPS = (run, release, diagnose, ops)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gatekeeper",
+        description="Quality gates and circuit breakers for PyTorch on ROCm, CUDA and CPU.",
+        epilog="Exit codes: 0 pass, 1 blocked by a gate, 2 usage or input error, 3 passed with warnings, "
+        "4 circuit breaker open (skipped).",
+    )
+    parser.add_argument("--version", action="version", version=f"gatekeeper {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in GROUPS:
+        group.add_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exit_:
+        return ExitCode.PASS if exit_.code == 0 else ExitCode.INPUT_ERROR
+    handler: Handler = args.handler
+    try:
+        return int(handler(args))
+    except InputError as err:
+        print(f"gatekeeper: {err.line()}", file=sys.stderr)
+        return ExitCode.INPUT_ERROR
+    except KeyboardInterrupt:
+        print("gatekeeper: interrupted", file=sys.stderr)
+        return ExitCode.INPUT_ERROR
+    except Exception as err:
+        return _internal_error(err)
+
+
+def _internal_error(err: Exception) -> int:
+    from gatekeeper.redact import redact
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    fd, path = tempfile.mkstemp(prefix=f"gatekeeper-crash-{stamp}-", suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(redact(traceback.format_exc()))
+    first = redact(str(err)).splitlines()[0] if str(err) else ""
+    print(
+        f"gatekeeper: internal error: {type(err).__name__}: {first} (traceback saved in {Path(path)})", file=sys.stderr
+    )
+    return ExitCode.INTERNAL_ERROR

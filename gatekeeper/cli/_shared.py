@@ -1,0 +1,18 @@
+"""What several command groups share: printing a verdict's banner and mapping it to the exit code."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gatekeeper.verdict import Verdict
+
+__all__ = ["print_verdict"]
+
+
+def print_verdict(verdict: Verdict) -> int:
+    from gatekeeper.render import banner
+
+    print(banner(verdict), file=sys.stderr if verdict.result != "pass" else sys.stdout)
+    return int(verdict.exit_code)
