@@ -54,8 +54,8 @@ def judge_gate(gate: Gate, got: Resolved, ref: Resolved, base: dict[str, Any]) -
                     outcome=Outcome.WARN, reason=f"{line}; within the warn rule {gate.warn_rule.text}", **base
                 )
             return GateResult(outcome=Outcome.FAIL, reason=f"{line}; rule {gate.pass_rule.text}", **base)
-        if cmp.verdict == "inconclusive":
-            return GateResult(outcome=Outcome.INCONCLUSIVE, reason=f"{line} ({cmp.reason})", **base)
+        if cmp.verdict == "inconclusive":  # the line ends with the judge's reason
+            return GateResult(outcome=Outcome.INCONCLUSIVE, reason=line, **base)
         return GateResult(outcome=Outcome.PASS, reason=line, **base)
     # A tail statistic (P99...): the interval-backed tail test decides together with the rule,
     # never the bare ratio alone (on noisy runners it raises false alarms).
@@ -67,8 +67,10 @@ def judge_gate(gate: Gate, got: Resolved, ref: Resolved, base: dict[str, Any]) -
     if cmp.tail_verdict == "regression":
         return GateResult(outcome=Outcome.WARN, reason=f"{shown} within {gate.pass_rule.text}, but {line}", **base)
     if not rule_ok:
-        outcome = Outcome.INCONCLUSIVE if cmp.tail_verdict == "inconclusive" else Outcome.WARN
-        why = "the tail test is inconclusive" if outcome is Outcome.INCONCLUSIVE else "the tail test finds no change"
+        # An invalid comparison (a run fluctuating too much) cannot clear the tail either.
+        unsure = cmp.tail_verdict == "inconclusive" or cmp.verdict == "inconclusive"
+        outcome = Outcome.INCONCLUSIVE if unsure else Outcome.WARN
+        why = "the comparison is inconclusive" if outcome is Outcome.INCONCLUSIVE else "the tail test finds no change"
         return GateResult(outcome=outcome, reason=f"{shown} breaks {gate.pass_rule.text}, but {why}: {line}", **base)
     return GateResult(outcome=Outcome.PASS, reason=f"{shown} meets {gate.pass_rule.text}; {line}", **base)
 

@@ -111,3 +111,11 @@ def test_holm_demotes_a_marginal_regression_among_many():
     assert "Holm" in out[0].reason
     assert out[1].outcome is Outcome.FAIL
     assert out[1].comparison["p_value_holm"] == pytest.approx(0.0003)
+
+
+def test_noisy_tail_over_the_rule_is_inconclusive_and_says_why_once():
+    v = verdict(perf(runs(1, process_noise=0.2)), perf(runs(2, shift=1.4, process_noise=0.2)))
+    r = v["latency-median"]
+    assert r.outcome is Outcome.INCONCLUSIVE
+    assert r.comparison["reason"]
+    assert r.reason.count(r.comparison["reason"]) == 1

@@ -125,7 +125,10 @@ class SqliteStore:
                 "AND status = 'passed' ORDER BY recorded_at DESC, id DESC LIMIT ?",
                 (stage, env.device_kind, env.arch, _SCAN),
             ).fetchall()
-        self.why_missing = f"no passed {stage} result on {env.device_kind} {env.arch} in {self.path}"
+        device = env.device_kind if env.arch in (None, env.device_kind) else f"{env.device_kind} {env.arch}"
+        self.why_missing = (
+            f"no passed {stage} result on {device} in {self.path} yet (first run of this branch or device)"
+        )
         for (text,) in rows:
             report = StageReport.from_dict(json.loads(text))
             reason = comparability(report, like)
