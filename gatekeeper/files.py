@@ -42,12 +42,20 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
             fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())
+        # mkstemp makes the file 0600; give it the mode a plain open() would (or keep the old file's).
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: str | Path, obj: Any) -> Path:

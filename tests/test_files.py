@@ -75,3 +75,12 @@ def test_read_yaml_impossible_date_names_the_place(tmp_path):
     with pytest.raises(InputError) as err:
         files.read_yaml(path)
     assert err.value.line().startswith(f"{path}:2:14: invalid value '2025-13-01'")
+
+
+def test_atomic_write_gives_the_usual_file_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        files.atomic_write(tmp_path / "report.html", "x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "report.html").stat().st_mode & 0o777 == 0o644
