@@ -72,8 +72,24 @@ def resolve(metric: str, reports: Mapping[str, StageReport], waived: Collection[
         if m.value is None:
             return Resolved(None, m.unit, m.better, missing=f"{metric} was not measured in this run")
         return Resolved(m.value, m.unit, m.better, samples=m.samples)
+    skipped = _skipped_check_for(report, name)
+    if skipped:
+        return Resolved(None, missing=f"{stage} did not measure {name}: {skipped}")
     known = ", ".join(sorted(report.metrics)[:8]) or "none"
     return Resolved(None, missing=f"{stage} reported no metric {name!r} (it has: {known})")
+
+
+def _skipped_check_for(report: StageReport, metric: str) -> str:
+    """The reason of a skipped check that produces ``metric`` (check memory_growth -> memory_growth_mb_per_hour)."""
+
+    def norm(text: str) -> str:
+        return text.split("#", 1)[0].replace(".", "_")
+
+    wanted = norm(metric)
+    for check in report.checks:
+        if check.status == "skipped" and wanted.startswith(norm(check.name)):
+            return check.message.strip().splitlines()[0] if check.message.strip() else "skipped"
+    return ""
 
 
 def _check_count(report: StageReport, what: str, waived: Collection[str]) -> Resolved:
