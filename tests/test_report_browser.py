@@ -78,14 +78,15 @@ def test_console_errors_are_detected(tmp_path: Path) -> None:
     assert any("Content Security Policy" in m for m in messages), messages
 
 
-def test_report_loads_without_console_errors_and_renders(tmp_path: Path) -> None:
+def test_report_loads_without_console_errors_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = MemoryStore()
     env = environment()
     for k in range(1, 6):
         store.record(pipeline(env, started_at=day(k)), verdict="pass", pipeline_id=str(k))
     base = write_pipeline(tmp_path / "base", pipeline(env, started_at=day(5)))
     art = write_pipeline(tmp_path / "art", pipeline(env, started_at=day(9), pass_rate=0.88, tail_ms=45.0))
-    run_evaluate(artifacts=art, gates_path=ROOT / "gates.yaml", out=art, environ={})
+    monkeypatch.chdir(ROOT)  # the verdict names gates.yaml as a user would pass it
+    run_evaluate(artifacts=art, gates_path=Path("gates.yaml"), out=art, environ={})
     (art / "analysis.json").write_text(json.dumps(ANALYSIS))
     page = tmp_path / "report.html"
     page.write_text(render_html(collect(art, history_store=store, baseline=str(base))), encoding="utf-8")
