@@ -206,8 +206,20 @@ def test_verdict_roundtrip():
 
 
 def test_missing_metric_gives_the_skipped_checks_reason():
-    checks = [Check("memory_growth", "skipped", "memory growth needs at least 600 s of steady running; this run observed 2.1 s")]
-    g = gates({"mem": {"metric": "performance_baseline.memory_growth_mb_per_hour.ci_low", "pass": "<= 50", "on_missing": "skip"}})
+    checks = [
+        Check(
+            "memory_growth", "skipped", "memory growth needs at least 600 s of steady running; this run observed 2.1 s"
+        )
+    ]
+    g = gates(
+        {
+            "mem": {
+                "metric": "performance_baseline.memory_growth_mb_per_hour.ci_low",
+                "pass": "<= 50",
+                "on_missing": "skip",
+            }
+        }
+    )
     v = run(g, [report("performance_baseline", {"x": 1.0}, checks=checks)])
     assert one(v).outcome is Outcome.SKIPPED
     assert "did not measure memory_growth_mb_per_hour.ci_low: memory growth needs at least 600 s" in one(v).reason
