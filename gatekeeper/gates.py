@@ -11,13 +11,14 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 from gatekeeper import files, schemas
 from gatekeeper.errors import InputError
 
-__all__ = ["Condition", "Gate", "Gates", "Rule", "Waiver", "load_gates", "parse_gates"]
+__all__ = ["Condition", "Gate", "Gates", "Rule", "Waiver", "default_gates_path", "load_gates", "parse_gates"]
 
 GATES_SCHEMA = "gatekeeper.gates/v1"
 
@@ -168,6 +169,16 @@ class Gates:
                 changes["warn_rule"] = Rule.parse(o["warn"])
             out.append(replace(gate, **changes))
         return tuple(out)
+
+
+def default_gates_path(explicit: str | Path | None = None, cwd: Path | None = None) -> Path:
+    """--gates, else ./gates.yaml when the repository has one, else the defaults shipped in the package."""
+    if explicit is not None:
+        return Path(explicit)
+    local = (cwd or Path.cwd()) / "gates.yaml"
+    if local.is_file():
+        return Path("gates.yaml") if cwd is None else local
+    return Path(str(resources.files("gatekeeper").joinpath("data", "gates.yaml")))
 
 
 def load_gates(path: str | Path) -> Gates:

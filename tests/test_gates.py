@@ -133,3 +133,26 @@ def test_condition_unmet_explains():
     assert "GATEKEEPER_REQUIRE_DEVICE=1" in cond.unmet({"device_kind": "rocm"}, {})
     assert cond.unmet({"device_kind": "rocm"}, {"GATEKEEPER_REQUIRE_DEVICE": "1"}) is None
     assert Condition({"gfx_arch": ("gfx90a",)}).unmet({"gfx_arch": "gfx90a:sramecc+:xnack-"}, {}) is None
+
+
+def test_default_gates_path(tmp_path, repo_root):
+    from gatekeeper.gates import default_gates_path
+
+    assert default_gates_path("mine.yaml") == __import__("pathlib").Path("mine.yaml")
+    shipped = default_gates_path(cwd=tmp_path)  # a model repo without its own gates.yaml
+    assert shipped.read_text() == (repo_root / "gates.yaml").read_text()
+    assert load_gates(shipped).gates
+    (tmp_path / "gates.yaml").write_text("version: 1\ngates: {a: {metric: s.m, pass: '>= 1'}}\n")
+    assert default_gates_path(cwd=tmp_path) == tmp_path / "gates.yaml"
+
+
+def test_evaluate_without_gates_file_uses_the_shipped_defaults(tmp_path, monkeypatch, capsys):
+    from gatekeeper import cli
+    from gatekeeper.artifacts import write_stage
+    from tests.builders import report
+
+    monkeypatch.chdir(tmp_path)
+    write_stage(report("verify_hip", {"device_available": 1.0}), tmp_path / "artifacts")
+    code = cli.main(["evaluate"])
+    assert code in (1, 3)  # the other stages' gates follow their missing-data policies
+    assert "gates file not found" not in capsys.readouterr().err

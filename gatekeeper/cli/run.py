@@ -10,6 +10,8 @@ from gatekeeper.errors import InputError
 
 __all__ = ["add_parsers"]
 
+GATES_HELP = "gates file (default: ./gates.yaml if present, else the built-in default gates)"
+
 
 def _cmd_stage(args: argparse.Namespace) -> int:
     from stages import STAGES, load_stage
@@ -20,11 +22,12 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from gatekeeper.gates import default_gates_path
     from gatekeeper.workflow import run_evaluate
 
     verdict = run_evaluate(
         artifacts=args.artifacts,
-        gates_path=args.gates,
+        gates_path=default_gates_path(args.gates),
         out=args.out or args.artifacts,
         baseline=args.baseline,
         channel=args.channel,
@@ -35,12 +38,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
+    from gatekeeper.gates import default_gates_path
     from gatekeeper.pipeline import PipelineOptions, run_pipeline
 
     verdict = run_pipeline(
         PipelineOptions(
             out=args.out,
-            gates=args.gates,
+            gates=default_gates_path(args.gates),
             device=args.device,
             channel=args.channel,
             model=args.model,
@@ -95,7 +99,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--artifacts", type=Path, default=Path("artifacts"), help="directory of <stage>.json (default: artifacts)"
     )
-    p.add_argument("--gates", type=Path, default=Path("gates.yaml"), help="gates file (default: gates.yaml)")
+    p.add_argument("--gates", type=Path, help=GATES_HELP)
     p.add_argument("--baseline", help="baseline store: DIR, sqlite:PATH, gitlab: or git:BRANCH")
     p.add_argument(
         "--channel", choices=["stable", "nightly"], help="default: $GATEKEEPER_CHANNEL, else the stages' own"
@@ -106,7 +110,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("pipeline", help="run every stage, then evaluate (the whole job on one machine)")
     p.add_argument("--out", type=Path, default=Path("artifacts"))
-    p.add_argument("--gates", type=Path, default=Path("gates.yaml"))
+    p.add_argument("--gates", type=Path, help=GATES_HELP)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--channel", choices=["stable", "nightly"])
     p.add_argument("--model", help="module:factory (default: the built-in demo model)")
