@@ -11,4 +11,8 @@ for installer in scripts/setup_browser.sh scripts/setup_ci_tools.sh; do
     bash "$installer" || { echo "setup_test_tools: $installer failed (see above)" >&2; status=1; }
   fi
 done
+if [ "$status" -ne 0 ] && [ "${GATEKEEPER_REQUIRE_TOOLS:-0}" != "1" ]; then
+  echo "setup_test_tools: the tests that need the missing tools will be skipped, each with the reason" >&2
+  exit 0
+fi
 exit $status
