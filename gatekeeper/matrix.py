@@ -15,6 +15,7 @@ from gatekeeper.artifacts import StageReport
 from gatekeeper.baseline import BaselineStore, RunInfo, open_store
 from gatekeeper.errors import InputError
 from gatekeeper.releases import Arch, Lifecycle, MatrixFile, Release, lifecycle, load_matrix_file, version_key
+from stages import STAGES as STAGE_REGISTRY
 
 __all__ = [
     "Cell",
@@ -26,7 +27,7 @@ __all__ = [
     "write_matrix",
 ]
 
-STAGES = ("verify_hip", "functional_test", "performance_baseline", "compatibility_check")
+STAGES = tuple(STAGE_REGISTRY)  # pipeline order; importing the registry imports no stage
 
 
 @dataclass(frozen=True)

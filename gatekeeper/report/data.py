@@ -14,6 +14,7 @@ from gatekeeper.artifacts import Environment, StageReport, read_artifacts
 from gatekeeper.baseline import BaselineStore, RunInfo, comparability, open_store
 from gatekeeper.errors import InputError
 from gatekeeper.verdict import VERDICT_SCHEMA, Verdict
+from stages import STAGES
 
 __all__ = [
     "CategoryRow",
@@ -28,8 +29,8 @@ __all__ = [
     "read_verdict",
 ]
 
-# Stages whose history is kept for trends, in pipeline order.
-TREND_STAGES = ("verify_hip", "functional_test", "performance_baseline", "compatibility_check")
+# Stages whose history is kept for trends, in pipeline order (the stage registry imports no stage).
+TREND_STAGES = tuple(STAGES)
 
 
 @dataclass(frozen=True)
