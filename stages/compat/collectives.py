@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import proc
-from gatekeeper.errors import InputError
+from gatekeeper.core import proc
+from gatekeeper.core.errors import InputError
 from stages.compat.rank import COLLECTIVES, WATCHDOG_EXIT
 
 __all__ = ["COLLECTIVES", "CollectiveResult", "CollectivesRun", "parse_plant", "run_collectives"]
