@@ -4,11 +4,12 @@ matches, what will fail and what to do. Pure: parses texts, never runs tools."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gatekeeper.machine import archcompat
-from gatekeeper.machine.findings import Finding
+from gatekeeper.machine.findings import Finding, Severity
 from gatekeeper.machine.hygiene import hygiene_findings
 from gatekeeper.machine.probes import collect_env, nvidia_smi, rocm_smi, rocminfo, versions
 from gatekeeper.machine.snapshot import Snapshot
@@ -48,7 +49,7 @@ def _devices(
     smi: rocm_smi.RocmSmi | None,
     nv: nvidia_smi.NvidiaSmi | None,
     cenv: collect_env.CollectEnv | None,
-    torch: dict[str, Any] | None,
+    torch: Mapping[str, Any] | None,
 ) -> list[dict[str, Any]]:
     smi_devices = list(smi.devices) if smi else []
     if info and info.gpus:
@@ -164,7 +165,7 @@ def _tool_findings(snapshot: Snapshot, amd: bool) -> list[Finding]:
         base = name.split()[0]
         check = f"tools.{base}"
         if run.status == "timed out":
-            sev = "error" if base in ("rocminfo", "torch") else "warning"
+            sev: Severity = "error" if base in ("rocminfo", "torch") else "warning"
             out.append(Finding(check, sev, f"{name} timed out ({run.detail})", _TOOL_HINT.get(base, "")))
         elif run.status == "failed":
             sev = "error" if base == "torch" else "warning"
@@ -227,15 +228,15 @@ def diagnose(snapshot: Snapshot) -> MachineReport:
                 "variables and device-node access below",
             )
         )
-    for name, parsed in (
+    for name, probe in (
         ("rocminfo", info),
         ("rocm-smi", smi),
         ("nvidia-smi", nv),
         ("collect_env", cenv),
         ("version", ver),
     ):
-        for w in getattr(parsed, "warnings", ()) or ():
-            sev = "warning" if name == "collect_env" and cenv and cenv.crashed else "info"
+        for w in getattr(probe, "warnings", ()) or ():
+            sev: Severity = "warning" if name == "collect_env" and cenv and cenv.crashed else "info"
             findings.append(Finding(f"probes.{name}", sev, f"{name}: {w}"))
     rocm_family = ver.family if ver else None
     hip_family = versions.family(torch.get("hip"))
@@ -286,7 +287,7 @@ def _arch_findings(
                 rocm_family=family,
             )
         else:
-            r = archcompat.check_cuda(cc, arch_list or [])
+            r = archcompat.check_cuda(str(cc), arch_list or [])
         label = d.get("marketing_name") or d.get("name")
         if r.compatible is None:
             reason = (
