@@ -126,7 +126,7 @@ def write_outputs(verdict: Verdict, out: Path) -> None:
     """verdict.json, verdict.md, gates.junit.xml, metrics.txt; each written atomically."""
     doc = verdict.to_dict()
     schemas.validate(VERDICT_SCHEMA, doc, path=str(out / "verdict.json"))
-    rendered = {
+    rendered: dict[str, str | bytes] = {
         "verdict.md": to_markdown(verdict),
         "gates.junit.xml": to_junit(verdict),
         "metrics.txt": to_metrics_txt(verdict),
