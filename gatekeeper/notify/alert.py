@@ -75,7 +75,12 @@ def _check_analysis(doc: Any, path: str | Path) -> None:
     hint = "pass the output of gatekeeper analyze --format json"
     if not isinstance(doc, dict) or not isinstance(doc.get("category"), str):
         raise InputError(path, "category", "not a failure analysis", hint)
-    expected = {"confidence": (int, float), "remediation": list, "matches": list, "explanation": str}
+    expected: dict[str, type | tuple[type, ...]] = {
+        "confidence": (int, float),
+        "remediation": list,
+        "matches": list,
+        "explanation": str,
+    }
     for key, kind in expected.items():
         if key in doc and not isinstance(doc[key], kind):
             raise InputError(path, key, f"unexpected type {type(doc[key]).__name__}", hint)
