@@ -47,7 +47,7 @@ def decay(values: Sequence[float], fraction: float = 0.1) -> float | None:
 
 def read_series(path: str | Path) -> list[dict[str, Any]]:
     """The complete JSON lines of a soak series; a torn or garbled line (killed writer) is skipped."""
-    out = []
+    out: list[dict[str, Any]] = []
     p = Path(path)
     if not p.exists():
         return out
