@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from gatekeeper import files, schemas
 from gatekeeper.errors import InputError
+from gatekeeper.points import pattern_error
 
 __all__ = ["Condition", "Gate", "Gates", "Rule", "Waiver", "default_gates_path", "load_gates", "parse_gates"]
 
@@ -208,6 +209,9 @@ def parse_gates(
                 f"gates.{name}.metric: {g['metric']!r} names no stage",
                 "write stage.metric, e.g. functional_test.op_pass_rate",
             )
+        bad_point = pattern_error(g["metric"])
+        if bad_point:
+            raise InputError(path, where(["gates", name, "metric"]), f"gates.{name}.metric: {bad_point}")
         if g.get("junit") is not None and g["metric"] not in JUNIT_METRICS:
             raise InputError(
                 path,
