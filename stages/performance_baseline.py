@@ -26,7 +26,7 @@ __all__ = ["DESCRIPTION", "NAME", "Options", "add_arguments", "main", "parse_dur
 
 NAME = "performance_baseline"
 DESCRIPTION = "Latency, throughput and memory of the model in k fresh processes (and an optional soak run)."
-SERIES_FILE = f"{NAME}.soak.jsonl"
+SERIES_FILE = series.SERIES_FILE
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from gatekeeper.baseline import BaselineStore, RunInfo, comparability, open_stor
 from gatekeeper.errors import InputError
 from gatekeeper.verdict import VERDICT_SCHEMA, Verdict
 from stages import STAGES
+from stages.perf.series import SERIES_FILE, read_series
 
 __all__ = [
     "CategoryRow",
@@ -86,6 +87,7 @@ class ReportData:
     notes: tuple[str, ...] = ()  # what is missing, and why, in plain words
     history: Mapping[str, tuple[Run, ...]] = field(default_factory=dict)  # stage -> oldest..newest incl. this run
     diagnoses: tuple[Diagnosis, ...] = ()
+    soak_series: tuple[Mapping[str, Any], ...] = ()  # performance_baseline's soak windows, when it soaked
 
     @property
     def channel(self) -> str:
@@ -208,7 +210,8 @@ def collect(
                     baselines[stage] = earlier[-1].report
     elif history_store is None:
         notes.append("no --history store given: no trends over earlier runs")
-    return ReportData(artifacts, verdict, reports, environment, baselines, tuple(notes), runs, diagnoses)
+    soak = tuple(read_series(artifacts / SERIES_FILE))  # kept even when a killed soak wrote no stage report
+    return ReportData(artifacts, verdict, reports, environment, baselines, tuple(notes), runs, diagnoses, soak)
 
 
 def _environment(verdict: Verdict | None, reports: Mapping[str, StageReport]) -> Environment | None:

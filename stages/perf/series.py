@@ -10,8 +10,10 @@ from typing import Any
 
 from gatekeeper.stats import theil_sen_slope
 
-__all__ = ["decay", "growth_mb_per_hour", "read_series"]
+__all__ = ["SERIES_FILE", "decay", "growth_mb_per_hour", "read_series"]
 
+SERIES_FILE = "performance_baseline.soak.jsonl"  # in the stage's --out, next to its report
+MAX_SERIES_BYTES = 64 * 2**20  # a 24 h soak writes well under 1 MB; more is not a series we wrote
 _MAX_POINTS = 600  # Theil-Sen is O(n^2) in pairs; thinning evenly keeps it well under a second
 
 
@@ -45,13 +47,16 @@ def decay(values: Sequence[float], fraction: float = 0.1) -> float | None:
     return 1.0 - last / first if first else None
 
 
-def read_series(path: str | Path) -> list[dict[str, Any]]:
-    """The complete JSON lines of a soak series; a torn or garbled line (killed writer) is skipped."""
-    out = []
+def read_series(path: str | Path, max_bytes: int = MAX_SERIES_BYTES) -> list[dict[str, Any]]:
+    """The complete JSON lines of a soak series (its first ``max_bytes``); a torn or garbled line
+    (killed writer) is skipped."""
+    out: list[dict[str, Any]] = []
     p = Path(path)
-    if not p.exists():
+    if not p.is_file():
         return out
-    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+    with p.open("rb") as fh:
+        text = fh.read(max_bytes).decode("utf-8", errors="replace")
+    for line in text.splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
