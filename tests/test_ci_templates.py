@@ -65,6 +65,8 @@ def interpolate(path: Path, given: dict[str, Any] | None = None) -> dict[str, An
         assert isinstance(value, pytype), f"input {name}: {value!r} is not a {kind}"
         if "options" in decl:
             assert value in decl["options"], f"input {name}: {value!r} not in {decl['options']}"
+        if "regex" in decl:  # GitLab refuses the pipeline when a string input does not match
+            assert re.search(decl["regex"], value), f"input {name}: {value!r} does not match {decl['regex']}"
         values[name] = value
 
     def sub(m: re.Match[str]) -> str:
@@ -303,3 +305,49 @@ def test_docs_describe_every_input() -> None:
     docs = (ROOT / "docs" / "ci.md").read_text()
     missing = [name for name in spec if f"| `{name}` |" not in docs]
     assert not missing, f"docs/ci.md does not document inputs {missing}"
+
+
+# ---------------------------------------------------------------- soak (issue 17)
+
+
+def _soak_script(job: dict[str, Any]) -> str:
+    return next(line for line in job["script"] if "GATEKEEPER_SOAK_DURATION" in line)
+
+
+def _soak_args(job: dict[str, Any], environ: dict[str, str]) -> tuple[str, str]:
+    """Run the job's soak step in bash: (the arguments it adds to the stage command, what it printed)."""
+    import subprocess
+
+    script = _soak_script(job) + '\nprintf "ARGS=%s\\n" "$soak"\n'
+    env = {"PATH": "/usr/bin:/bin", **environ}
+    out = subprocess.run(["bash", "-ec", script], env=env, capture_output=True, text=True, timeout=30, check=True)
+    args = next(line for line in out.stdout.splitlines() if line.startswith("ARGS="))[5:]
+    return args, out.stdout
+
+
+def test_soak_is_off_by_default_and_runs_on_schedules_only() -> None:
+    default = render(_include(), ROOT)["gatekeeper:performance_baseline"]
+    assert default["variables"]["GATEKEEPER_SOAK_DURATION"] == ""
+    args, _ = _soak_args(default, {"CI_PIPELINE_SOURCE": "schedule"})
+    assert args == ""  # no input, no soak, even on a schedule
+
+    job = render(_include(soak_duration="24h"), ROOT)["gatekeeper:performance_baseline"]
+    assert job["variables"]["GATEKEEPER_SOAK_DURATION"] == "24h"
+    stage_cmd = next(line for line in job["script"] if line.startswith('gatekeeper stage "$GATEKEEPER_STAGE"'))
+    assert " $soak " in stage_cmd
+    args, _ = _soak_args(job, {"CI_PIPELINE_SOURCE": "schedule", "GATEKEEPER_SOAK_DURATION": "24h"})
+    assert args == "--duration 24h"
+    for source in ("push", "merge_request_event", "web"):
+        args, said = _soak_args(job, {"CI_PIPELINE_SOURCE": source, "GATEKEEPER_SOAK_DURATION": "24h"})
+        assert args == ""
+        assert "scheduled pipelines only" in said
+    # only performance_baseline soaks
+    for stage in ("verify_hip", "functional_test", "compatibility_check"):
+        other = render(_include(soak_duration="24h"), ROOT)[f"gatekeeper:{stage}"]
+        assert "GATEKEEPER_SOAK_DURATION" not in other["variables"]
+
+
+def test_soak_duration_must_be_a_duration() -> None:
+    with pytest.raises(AssertionError, match="does not match"):
+        render(_include(soak_duration="24h; rm -rf /"), ROOT)
+    render(_include(soak_duration="90m"), ROOT)
