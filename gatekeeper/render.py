@@ -114,9 +114,7 @@ def sweep_markdown(points: list[GateResult], *, max_reasons: int = 20) -> list[s
                 r = results.get(gate)
                 cells.append("—" if r is None else _point_cell(r))
             lines.append("| " + " | ".join(cells) + " |")
-        bad = [
-            r for _, results in table.rows for r in results.values() if r.outcome not in (Outcome.PASS, Outcome.SKIPPED)
-        ]
+        bad = [r for _, results in table.rows for r in results.values() if r.outcome is not Outcome.PASS]
         if bad:
             lines.append("")
             lines += [
