@@ -212,7 +212,9 @@ def _soak(ctx: StageContext, base_cfg: dict[str, Any], seconds: float) -> None:
             h.message = f"{len(points)} windows"
         points = series.read_series(path)
         if len(points) < 2:
-            rec.skip("soak.decay", f"only {len(points)} soak window(s): the soak was too short")
+            why = f"only {len(points)} soak window(s): the soak was too short"
+            rec.skip("soak.decay", why)
+            rec.metric("throughput_decay", None, "ratio", "lower", description=f"{SKIPPED}{why}")  # the gate says why
             return
         t = [p["t_s"] for p in points]
         thr = [p["throughput"] for p in points if p.get("throughput")]
