@@ -1,10 +1,10 @@
 """performance_baseline: latency, throughput and memory of the model, from k fresh processes.
 
 Each process is a child (``stages.perf.timing``) started through
-``gatekeeper.proc.run`` with a timeout: it warms up until two consecutive
+``gatekeeper.core.proc.run`` with a timeout: it warms up until two consecutive
 windows agree, then times m iterations one by one. Samples keep their process
 grouping, because iterations inside one process are not independent samples;
-``gatekeeper.stats.compare_runs`` judges them against a baseline later.
+``gatekeeper.stats.compare.compare_runs`` judges them against a baseline later.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.errors import InputError
-from gatekeeper.points import SKIPPED, point_label, point_name
+from gatekeeper.contract.metric_points import SKIPPED, point_label, point_name
+from gatekeeper.core.errors import InputError
 from stages._stage import StageContext, stage_main
 from stages.perf import measure, series, sweep
 

@@ -7,8 +7,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gatekeeper.artifacts import StageReport
-from gatekeeper.points import sort_key, split_point
+from gatekeeper.contract.metric_points import sort_key, split_point
+from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.report.plots import Plot, _figure, _svg
 
 __all__ = ["soak_plot", "sweep_plot"]
@@ -61,10 +61,10 @@ def sweep_plot(report: StageReport) -> Plot | None:
                 x, [b for _, b in pts], marker=_MARKERS[i % len(_MARKERS)], color=_COLORS[i % len(_COLORS)], label=name
             )
         if numeric:
-            values = [float(v) for v in xs_text]
-            if min(values) > 0 and max(values) / min(values) >= 8:
+            ticks = [float(v) for v in xs_text]
+            if min(ticks) > 0 and max(ticks) / min(ticks) >= 8:
                 ax.set_xscale("log", base=2)  # geometric batch sizes (1 -> 64) spread evenly
-            ax.set_xticks(values)
+            ax.set_xticks(ticks)
             ax.set_xticklabels(xs_text, fontsize=7)
         else:
             ax.set_xticks(range(len(xs_text)))

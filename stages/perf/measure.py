@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import proc
-from gatekeeper.kernel_cache import cache_env
-from gatekeeper.points import point_label, point_name
-from gatekeeper.stats import harrell_davis, process_cv, run_summary
+from gatekeeper.contract.metric_points import point_label, point_name
+from gatekeeper.core import proc
+from gatekeeper.kernel_cache.key import cache_env
+from gatekeeper.stats.compare import harrell_davis, process_cv, run_summary
 from stages._stage import SkipCheck, StageContext
 from stages.perf import smi
 from stages.perf.timing import RESULT_PREFIX

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from gatekeeper.stats import theil_sen_slope
+from gatekeeper.contract.soak_series import SERIES_FILE, read_series
+from gatekeeper.stats.compare import theil_sen_slope
 
 __all__ = ["SERIES_FILE", "decay", "growth_mb_per_hour", "read_series"]
 
-SERIES_FILE = "performance_baseline.soak.jsonl"  # in the stage's --out, next to its report
-MAX_SERIES_BYTES = 64 * 2**20  # a 24 h soak writes well under 1 MB; more is not a series we wrote
 _MAX_POINTS = 600  # Theil-Sen is O(n^2) in pairs; thinning evenly keeps it well under a second
 
 
@@ -45,22 +41,3 @@ def decay(values: Sequence[float], fraction: float = 0.1) -> float | None:
     n = max(1, int(len(clean) * fraction))
     first, last = statistics.median(clean[:n]), statistics.median(clean[-n:])
     return 1.0 - last / first if first else None
-
-
-def read_series(path: str | Path, max_bytes: int = MAX_SERIES_BYTES) -> list[dict[str, Any]]:
-    """The complete JSON lines of a soak series (its first ``max_bytes``); a torn or garbled line
-    (killed writer) is skipped."""
-    out: list[dict[str, Any]] = []
-    p = Path(path)
-    if not p.is_file():
-        return out
-    with p.open("rb") as fh:
-        text = fh.read(max_bytes).decode("utf-8", errors="replace")
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out

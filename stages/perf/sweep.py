@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.errors import InputError
+from gatekeeper.core.errors import InputError
 
 __all__ = ["DTYPES", "KEYS", "MODES", "Axis", "child_config", "parse_sweep", "points", "unsupported"]
 
