@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Mapping
@@ -151,3 +152,43 @@ def prune_command(
         f"{_human(result.before_bytes)} -> {_human(result.after_bytes)} (limit {_human(limit)})\n"
     )
     return ExitCode.PASS
+
+
+# --- the command line: arguments and dispatch ---
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.action == "key":
+        return key_command(as_json=args.json)
+    if args.action == "env":
+        return env_command(root=args.root, as_json=args.json, keep_headers=args.keep_inductor_headers)
+    if args.action == "stats":
+        return stats_command(root=args.root, start=args.begin, as_json=args.json, out_file=args.out, into=args.into)
+    return prune_command(root=args.root, max_size=args.max_size)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cache", help="the compiled-kernel cache: key, env, stats, prune")
+    acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    a = acts.add_parser("key", help="print the cache key (Python, torch + git hash, HIP/CUDA, GPU archs, MIOpen)")
+    a.add_argument("--json", action="store_true", help="print the key and its fingerprint as JSON")
+    a = acts.add_parser("env", help="print export lines pointing every compiler cache under one root")
+    a.add_argument("--json", action="store_true")
+    a.add_argument("--root", help="cache root (default $GATEKEEPER_CACHE_DIR or .gatekeeper-cache)")
+    a.add_argument(
+        "--keep-inductor-headers",
+        action="store_true",
+        help="link $TMPDIR/torchinductor_$USER/precompiled_headers into the root (CI jobs, with a job-local TMPDIR)",
+    )
+    a = acts.add_parser("stats", help="sizes, file counts, entries used/created; corrupt entries moved aside")
+    a.add_argument("--root")
+    a.add_argument(
+        "--begin", action="store_true", help="snapshot at job start (entries used/created are relative to it)"
+    )
+    a.add_argument("--json", action="store_true")
+    a.add_argument("--out", help="also write the stats as JSON to this file")
+    a.add_argument("--into", metavar="STAGE_JSON", help="add kernel_cache_* metrics to this stage report")
+    a = acts.add_parser("prune", help="delete least-recently-used files until the cache fits")
+    a.add_argument("--root")
+    a.add_argument("--max-size", required=True, help="e.g. 2G, 500M")
+    p.set_defaults(handler=_run)

@@ -9,12 +9,10 @@ terminal checklist or JSON. Exit 0 when no finding is an error, 1 when one is
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.exitcodes import ExitCode
 from gatekeeper.machine.checklist import MachineReport, diagnose
 from gatekeeper.machine.snapshot import read_capture, take_snapshot, write_capture
 
@@ -81,14 +79,9 @@ def run_doctor(
     *,
     capture: str | Path | None = None,
     from_dir: str | Path | None = None,
-    output_format: str = "text",
     timeout: float = 20.0,
-    stream: TextIO | None = None,
-) -> int:
+) -> MachineReport:
     """Diagnose this machine (or the capture ``from_dir``); save the raw outputs to ``capture`` if given."""
-    out = stream or sys.stdout
-    if output_format not in ("text", "json"):
-        raise InputError(None, "--format", f"unknown format {output_format!r}", "use text or json")
     if capture is not None and from_dir is not None:
         raise InputError(None, "--capture/--from", "give one of --capture and --from", "capture here, diagnose there")
     if timeout <= 0:
@@ -96,9 +89,4 @@ def run_doctor(
     snapshot = read_capture(from_dir) if from_dir is not None else take_snapshot(timeout=timeout)
     if capture is not None:
         write_capture(snapshot, capture)
-    diagnosis = diagnose(snapshot)
-    out.write(render_json(diagnosis) if output_format == "json" else render_text(diagnosis))
-    if capture is not None and output_format == "text":
-        out.write(f"capture saved to {capture} (diagnose it elsewhere: gatekeeper doctor --from {capture})\n")
-    out.flush()
-    return ExitCode.BLOCKED if diagnosis.has_errors else ExitCode.PASS
+    return diagnose(snapshot)

@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -314,13 +315,14 @@ def test_cli_wiring(monkeypatch: pytest.MonkeyPatch) -> None:
 
     seen = {}
 
-    def fake(**kwargs: object) -> int:
+    def fake(**kwargs: object) -> object:
         seen.update(kwargs)
-        return 0
+        return types.SimpleNamespace(has_errors=True)  # an error finding: exit 1
 
     monkeypatch.setattr(gatekeeper.machine.doctor, "run_doctor", fake)
-    assert cli.main(["doctor", "--from", "d", "--format", "json", "--timeout", "5"]) == 0
-    assert seen == {"capture": None, "from_dir": "d", "output_format": "json", "timeout": 5.0}
+    monkeypatch.setattr(gatekeeper.machine.doctor, "render_json", lambda report: "{}\n")
+    assert cli.main(["doctor", "--from", "d", "--format", "json", "--timeout", "5"]) == 1
+    assert seen == {"capture": None, "from_dir": "d", "timeout": 5.0}
 
 
 def test_doctor_does_not_import_torch() -> None:
