@@ -48,9 +48,9 @@ def blocking_gates(artifacts: Path) -> list[FailedCheck]:
     path = artifacts / "verdict.json"
     if not path.is_file():
         return []
-    from gatekeeper.contract.verdict import Verdict
+    from gatekeeper.contract.verdict import read_verdict
 
-    verdict = Verdict.from_dict(files.read_json(path, what="verdict"))
+    verdict = read_verdict(path)
     return [FailedCheck("gate", g.name, "failed", g.reason, {}) for g in verdict.blocking_gates]
 
 

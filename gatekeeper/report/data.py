@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.contract import schemas
 from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import Environment, StageReport, read_artifacts
-from gatekeeper.contract.verdict import VERDICT_SCHEMA, Verdict
+from gatekeeper.contract.verdict import Verdict, read_verdict
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.history import BaselineStore, RunInfo, comparability, open_store
@@ -27,7 +26,6 @@ __all__ = [
     "collect",
     "history_points",
     "read_analysis",
-    "read_verdict",
 ]
 
 # Stages whose history is kept for trends, in pipeline order (the stage registry imports no stage).
@@ -93,17 +91,6 @@ class ReportData:
         if self.verdict is not None:
             return self.verdict.channel
         return self.environment.channel if self.environment else "stable"
-
-
-def read_verdict(path: Path) -> Verdict:
-    doc = files.read_json(path, what="verdict")
-    if not isinstance(doc, dict):
-        raise InputError(path, "", "a verdict must be a JSON object", "rerun gatekeeper evaluate")
-    schema = doc.get("schema")
-    if isinstance(schema, str) and schema.startswith("gatekeeper.verdict/") and schema != VERDICT_SCHEMA:
-        raise InputError(path, "schema", f"written by a newer gatekeeper ({schema})", "upgrade gatekeeper")
-    schemas.validate(VERDICT_SCHEMA, doc, path=str(path))
-    return Verdict.from_dict(doc)
 
 
 def read_analysis(path: Path) -> tuple[AnalysisEntry, ...]:
