@@ -4,8 +4,11 @@ never waited on forever), or read them back from a capture directory.
 A capture directory holds the tools' raw outputs under fixed names, so a
 broken runner can be diagnosed elsewhere (``gatekeeper doctor --from DIR``):
 
-    rocminfo.txt  rocm-smi.txt  rocm-smi.json  version  collect_env.txt
-    nvidia-smi.csv  env.txt (secrets masked)  torch.json  fs.json  tools.json
+    rocminfo.txt  rocm-smi.txt  rocm-smi.json  amd-smi.txt  amd-smi.json  version
+    collect_env.txt  nvidia-smi.csv  env.txt (secrets masked)  torch.json  fs.json  tools.json
+
+and, when a person pastes them (``--capture`` does not write them), ``lspci.txt``
+(``lspci -nn`` lines) and ``kfd-topology.txt`` (``/sys/class/kfd/kfd/topology/nodes/*/properties``).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from gatekeeper.redact import redact, redact_env
 
 __all__ = ["FILES", "TOOLS", "Snapshot", "ToolRun", "read_capture", "take_snapshot", "write_capture"]
 
-# tool -> (argv, capture file). Several rocm-smi views go to one file; after a
-# rocm-smi hang the remaining rocm-smi calls are skipped, not waited on again.
+# tool -> (argv, capture file). Several rocm-smi (amd-smi) views go to one file; after a
+# rocm-smi (amd-smi) hang the remaining calls of that tool are skipped, not waited on again.
 TOOLS: Mapping[str, tuple[tuple[str, ...], str]] = {
     "rocminfo": (("rocminfo",), "rocminfo.txt"),
     "rocm-smi": (("rocm-smi",), "rocm-smi.txt"),
@@ -49,6 +52,9 @@ TOOLS: Mapping[str, tuple[tuple[str, ...], str]] = {
         ),
         "rocm-smi.json",
     ),
+    "amd-smi version": (("amd-smi", "version"), "amd-smi.txt"),
+    "amd-smi static": (("amd-smi", "static"), "amd-smi.txt"),
+    "amd-smi static --json": (("amd-smi", "static", "--json"), "amd-smi.json"),
     "nvidia-smi": (("nvidia-smi", f"--query-gpu={','.join(QUERY)}", "--format=csv"), "nvidia-smi.csv"),
     "collect_env": (("{python}", "-m", "torch.utils.collect_env"), "collect_env.txt"),
 }
@@ -56,6 +62,10 @@ FILES = (
     "rocminfo.txt",
     "rocm-smi.txt",
     "rocm-smi.json",
+    "amd-smi.txt",
+    "amd-smi.json",
+    "lspci.txt",
+    "kfd-topology.txt",
     "version",
     "collect_env.txt",
     "nvidia-smi.csv",
@@ -127,6 +137,10 @@ def _run_tool(argv: tuple[str, ...], environ: Mapping[str, str], timeout: float)
     return ToolRun("ok", "", result.duration_s), output
 
 
+# tools known to hang on a wedged driver: after one call hangs (or the tool is missing), skip the rest
+_ONE_HANG_SKIPS_REST = ("rocm-smi", "amd-smi")
+
+
 def take_snapshot(
     *,
     timeout: float = 20.0,
@@ -139,10 +153,10 @@ def take_snapshot(
     texts: dict[str, str] = {}
     tools: dict[str, ToolRun] = {}
     for name, (argv, fname) in tools_to_run.items():
-        if argv[0] == "rocm-smi" and any(
-            k.startswith("rocm-smi") and r.status in ("timed out", "missing") for k, r in tools.items()
+        if argv[0] in _ONE_HANG_SKIPS_REST and any(
+            k.split()[0] == argv[0] and r.status in ("timed out", "missing") for k, r in tools.items()
         ):
-            tools[name] = ToolRun("skipped", "an earlier rocm-smi call hung or is missing")
+            tools[name] = ToolRun("skipped", f"an earlier {argv[0]} call hung or is missing")
             continue
         run, output = _run_tool(argv, env, timeout)
         tools[name] = run

@@ -61,8 +61,9 @@ def test_from_rocminfo_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 0
     devices = doc["devices"]
     assert len(devices) == facts["gpu_count"]
-    assert sorted({x["gfx_arch"].split(":")[0] for x in devices}) == facts["gfx"]
-    assert sorted({x["marketing_name"] for x in devices}) == sorted(facts["marketing_names"])
+    assert sorted({x["gfx_arch"].split(":")[0] for x in devices}) == sorted(facts["gfx"])
+    if "marketing_names" in facts:
+        assert sorted({x["marketing_name"] for x in devices}) == sorted(facts["marketing_names"])
     assert {x["name"] for x in devices} == set(facts["gfx"])
     if "compute_units" in facts:
         assert devices[0]["compute_units"] == facts["compute_units"]

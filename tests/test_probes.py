@@ -1,6 +1,8 @@
-"""Every file in tests/fixtures/env/ (copied unedited from shared/fixtures/env,
-plus two synthetic nvidia-smi samples marked so in index.jsonl) is parsed and
-every fact its index line names is asserted."""
+"""Every file in tests/fixtures/env/ (copied unedited from shared/fixtures/env or from
+the public pages index.jsonl names, plus two synthetic nvidia-smi samples marked so)
+is parsed and every fact its index line names is asserted: full outputs and the
+partial ones people paste (grep-filtered rocminfo, rocm-smi CSV/JSON, amd-smi text,
+table and JSON, collect_env fragments, lspci lines, KFD topology properties)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gatekeeper.probes import collect_env, nvidia_smi, rocm_smi, rocminfo, versions
+from gatekeeper.probes import amd_smi, collect_env, kfd_topology, lspci, nvidia_smi, rocm_smi, rocminfo, versions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "env"
 INDEX = [json.loads(line) for line in (FIXTURES / "index.jsonl").read_text().splitlines() if line.strip()]
@@ -32,18 +34,23 @@ def _uniq(items: Any) -> list[Any]:
 
 def _rocminfo(text: str, key: str, want: Any) -> None:
     r = rocminfo.parse(text)
-    gpu = r.gpus[0]
+
+    def gpu() -> rocminfo.GpuAgent:
+        return r.gpus[0]
+
     got = {
         "gpu_count": lambda: len(r.gpus),
         "gfx": lambda: list(r.gfx_bases),
+        "gfx_archs": lambda: [g.gfx_arch for g in r.gpus],
+        "fragment": lambda: r.fragment,
         "marketing_names": lambda: _uniq(g.marketing_name for g in r.gpus),
         "cpu_agents": lambda: r.cpu_agents,
         "rock_line": lambda: r.rock_line,
         "runtime_version": lambda: r.runtime_version,
         "runtime_ext_version": lambda: r.runtime_ext_version,
-        "chip_id": lambda: gpu.chip_id,
-        "compute_units": lambda: gpu.compute_units,
-        "isa": lambda: list(gpu.isa) if isinstance(want, list) else (gpu.isa or [None])[0],
+        "chip_id": lambda: gpu().chip_id,
+        "compute_units": lambda: gpu().compute_units,
+        "isa": lambda: list(gpu().isa) if isinstance(want, list) else (gpu().isa or [None])[0],
         "wsl": lambda: r.wsl,
     }[key]()
     assert got == want
@@ -51,7 +58,7 @@ def _rocminfo(text: str, key: str, want: Any) -> None:
 
 def _rocm_smi(text: str, key: str, want: Any) -> None:
     r = rocm_smi.parse(text)
-    d = r.devices[0]
+    d = r.devices[0] if r.devices else rocm_smi.SmiDevice(-1)
     if key == "layout":
         assert want.split()[0] in r.layouts
         assert all(x.name for x in r.devices), "the concise layout's second row carries the name"
@@ -85,6 +92,8 @@ def _rocm_smi(text: str, key: str, want: Any) -> None:
         "temp": lambda: f"{d.temperature_c}c",
         "gpu_util": lambda: f"{d.gpu_percent:g}%",
         "vram": lambda: f"{d.vram_percent:g}%",
+        "gfx_version": lambda: d.gfx_version,
+        "gfx": lambda: d.gfx,
     }[key]()
     assert got == want
 
@@ -112,6 +121,46 @@ def _collect_env(text: str, key: str, want: Any) -> None:
     assert got == want
 
 
+def _amd_smi(text: str, key: str, want: Any) -> None:
+    r = amd_smi.parse(text)
+    got = {
+        "layout": lambda: want if want in r.layouts else r.layouts,
+        "gpu_count": lambda: len(r.devices),
+        "gfx": lambda: list(r.gfx_targets),
+        "market_names": lambda: _uniq(d.market_name for d in r.devices if d.market_name),
+        "device_ids": lambda: _uniq(d.device_id for d in r.devices if d.device_id),
+        "bdfs": lambda: [d.bdf for d in r.devices],
+        "compute_units": lambda: r.devices[0].compute_units,
+        "driver_version": lambda: r.driver_version,
+        "rocm_version": lambda: r.rocm_version,
+    }[key]()
+    assert got == want
+
+
+def _kfd_topology(text: str, key: str, want: Any) -> None:
+    r = kfd_topology.parse(text)
+    got = {
+        "gpu_count": lambda: len(r.gpus),
+        "gfx": lambda: list(r.gfx_targets),
+        "gfx_target_versions": lambda: [g.gfx_target_version for g in r.gpus],
+        "nodes": lambda: [g.node for g in r.gpus],
+        "product_names": lambda: [g.get("product_name") for g in r.gpus],
+    }[key]()
+    assert got == want
+
+
+def _lspci(text: str, key: str, want: Any) -> None:
+    r = lspci.parse(text)
+    got = {
+        "gpu_count": lambda: len(r.gpus),
+        "pci_ids": lambda: [g.pci_id for g in r.gpus],
+        "vendors": lambda: [g.vendor for g in r.gpus],
+        "names": lambda: [g.name for g in r.gpus],
+        "kernel_drivers": lambda: [g.kernel_driver for g in r.gpus],
+    }[key]()
+    assert got == want
+
+
 def _nvidia_smi(text: str, key: str, want: Any) -> None:
     r = nvidia_smi.parse(text)
     got = {
@@ -132,6 +181,19 @@ CHECKERS = {
     "rocm-version": _rocm_version,
     "collect_env": _collect_env,
     "nvidia-smi": _nvidia_smi,
+    "amd-smi": _amd_smi,
+    "kfd-topology": _kfd_topology,
+    "lspci": _lspci,
+}
+PARSERS = {
+    "rocminfo": rocminfo.parse,
+    "rocm-smi": rocm_smi.parse,
+    "rocm-version": versions.parse,
+    "collect_env": collect_env.parse,
+    "nvidia-smi": nvidia_smi.parse,
+    "amd-smi": amd_smi.parse,
+    "kfd-topology": kfd_topology.parse,
+    "lspci": lspci.parse,
 }
 
 
@@ -168,13 +230,7 @@ def test_fact(entry: dict[str, Any], key: str, want: Any) -> None:
 def test_truncated_input_never_raises(entry: dict[str, Any]) -> None:
     """Cut every fixture at several points: the parser keeps going and returns a record."""
     text = (FIXTURES / entry["file"]).read_text(encoding="utf-8")
-    parse = {
-        "rocminfo": rocminfo.parse,
-        "rocm-smi": rocm_smi.parse,
-        "rocm-version": versions.parse,
-        "collect_env": collect_env.parse,
-        "nvidia-smi": nvidia_smi.parse,
-    }[entry["file"].split("__")[0]]
+    parse = PARSERS[entry["file"].split("__")[0]]
     for cut in (0, 7, len(text) // 3, len(text) // 2, len(text) - 5):
         result = parse(text[:cut] + "\nWARNING: interleaved noise: 0x744c, 1.0c\n")
         assert isinstance(result.warnings, tuple)
