@@ -50,8 +50,8 @@ class Diagnosis:
 
 def _devices(p: Parsed, torch: dict[str, Any] | None) -> list[dict[str, Any]]:
     """From the first source that lists GPUs: rocminfo, torch, amd-smi, rocm-smi, nvidia-smi,
-    collect_env, the KFD topology, lspci. A device without a gfx target gets one from another
-    source that lists as many GPUs (same machine, same order), with that source named."""
+    collect_env, the KFD topology, lspci. A device without a gfx target (or a name) gets one from
+    another source that lists as many GPUs (same machine, same order), with that source named."""
     out = _devices_from_first(p, torch)
     if out and any(not d.get("gfx_arch") and not d.get("compute_capability") for d in out):
         for source, targets in _gfx_lists(p, torch):
@@ -60,6 +60,21 @@ def _devices(p: Parsed, torch: dict[str, Any] | None) -> list[dict[str, Any]]:
                     if not d.get("gfx_arch") and not d.get("compute_capability"):
                         d.update(gfx_arch=gfx, gfx_source=source)
                 break
+    if out and any(not d.get("marketing_name") for d in out):
+        for source, names in _name_lists(p):
+            if len(names) == len(out) and all(names):
+                for d, name in zip(out, names, strict=True):
+                    if not d.get("marketing_name"):
+                        d.update(marketing_name=name, name_source=source)
+                break
+    return out
+
+
+def _name_lists(p: Parsed) -> list[tuple[str, list[str | None]]]:
+    out: list[tuple[str, list[str | None]]] = [(n, [d.market_name for d in a.devices]) for n, a in p.amd_smi.items()]
+    out += [(n, [d.name for d in s.devices]) for n, s in p.rocm_smi_files.items()]
+    if p.lspci and p.lspci.gpus:
+        out.append(("lspci.txt", [g.name for g in p.lspci.gpus]))
     return out
 
 

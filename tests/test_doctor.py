@@ -330,3 +330,191 @@ def test_doctor_does_not_import_torch() -> None:
     code = "import sys, gatekeeper.cli, gatekeeper.doctor; assert 'torch' not in sys.modules, 'torch imported'"
     result = proc.run([sys.executable, "-c", code], timeout=60, cwd=Path(__file__).parent.parent)
     assert result.ok, result.stderr
+
+
+# --- partial captures: what came from where, and what is missing -------------------------------------
+
+PARTIAL = [
+    # (capture file name, fixture, facts read from it, facts the capture must name as missing)
+    (
+        "rocminfo.txt",
+        "rocminfo__instructlab-gpu-acceleration-gfx1100-gfx1036-grep.txt",
+        {"GPU count": 2, "gfx targets": ["gfx1036", "gfx1100"]},
+        ["ROCm version", "GPU names", "amdgpu driver", "torch version"],
+    ),
+    (
+        "rocm-smi.txt",
+        "rocm-smi__easybuild-3978-showproductname-csv-mi100x2.csv",
+        {"GPU count": 2, "GPU names": ["Arcturus GL-XL [AMD Instinct MI100]"]},
+        ["ROCm version", "gfx targets", "torch version"],
+    ),
+    (
+        "rocm-smi.json",
+        "rocm-smi__rocm-smi-lib-159-showproductname-json-mi250x.json",
+        {"GPU count": 1, "gfx targets": ["gfx90a"]},
+        ["ROCm version", "torch version"],
+    ),
+    (
+        "amd-smi.txt",
+        "amd-smi__pve-mods-348-static-phoenix3-no-target.txt",
+        {"GPU count": 1, "GPU names": ["Phoenix3"], "amdgpu driver": "7.0.14-17-pve"},
+        ["ROCm version", "gfx targets", "torch version"],
+    ),
+    (
+        "amd-smi.txt",
+        "amd-smi__therock-1737-default-table-7900xtx-6700xt.txt",
+        {"GPU count": 2, "ROCm version": "7.9.0", "amdgpu driver": "6.12.12"},
+        ["gfx targets", "torch version"],
+    ),
+    (
+        "amd-smi.json",
+        "amd-smi__ajean-39-static-json-rx7800xt.json",
+        {"GPU count": 1, "gfx targets": ["gfx1101"], "GPU names": ["AMD Radeon RX 7800 XT"]},
+        ["ROCm version", "amdgpu driver", "torch version"],
+    ),
+    (
+        "collect_env.txt",
+        "collect_env__vllm-36615-sectioned-gfx1151-fragment.txt",
+        {"torch version": "2.9.1+git8907517", "torch ROCm build": "7.0.51831-a3e329ad8"},
+        ["ROCm version", "GPU count", "gfx targets", "HIP runtime", "MIOpen"],
+    ),
+    (
+        "lspci.txt",
+        "lspci__radeontop-184-vnn-r9700.txt",
+        {"GPU count": 1, "GPU names": ["Navi 48 [Radeon AI PRO R9700]"]},
+        ["ROCm version", "gfx targets", "amdgpu driver", "torch version"],
+    ),
+    (
+        "kfd-topology.txt",
+        "kfd-topology__rocm-cli-343-mi300x-grep.txt",
+        {"GPU count": 1, "gfx targets": ["gfx942"]},
+        ["ROCm version", "GPU names", "torch version"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("target", "fixture", "found", "missing"), PARTIAL, ids=[p[1] for p in PARTIAL])
+def test_partial_capture_names_sources_and_missing_facts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, fixture: str, found: dict, missing: list
+) -> None:
+    d = _capture(tmp_path, "cap", {target: fixture})
+    code, doc = _doctor_json(capsys, d)
+    assert code == 0
+    for name, value in found.items():
+        assert doc["facts"][name]["value"] == value
+        assert doc["facts"][name]["source"] == target
+    assert set(missing) <= set(doc["missing_facts"])
+    assert not set(found) & set(doc["missing_facts"])
+    # the old shape is still there
+    assert {"schema", "source", "rocm_version", "devices", "torch", "tools", "findings"} <= set(doc)
+    assert cli.main(["doctor", "--from", str(d)]) == 0
+    out = capsys.readouterr().out
+    for name in missing:
+        assert f"  {name}: not in the capture" in out
+    for name in found:
+        assert f"[{target}" in next(line for line in out.splitlines() if line.startswith(f"  {name}: "))
+    assert "as far as the capture shows" in out
+
+
+def test_no_gfx_target_is_reported_missing_not_guessed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """lspci names the card (1002:7551), amd-smi on an iGPU prints no target: doctor says so."""
+    for name, (target, fixture) in {
+        "lspci": ("lspci.txt", "lspci__radeontop-184-vnn-r9700.txt"),
+        "amd-smi": ("amd-smi.txt", "amd-smi__pve-mods-348-static-phoenix3-no-target.txt"),
+    }.items():
+        d = _capture(tmp_path, name, {target: fixture}, {"torch.json": _torch_json(ROCM_WHEEL)})
+        code, doc = _doctor_json(capsys, d)
+        assert code == 0
+        assert [x["gfx_arch"] for x in doc["devices"]] == [None]
+        assert "gfx targets" in doc["missing_facts"]
+        arch = [f for f in doc["findings"] if f["check"] == "arch.compatible"]
+        assert [f["severity"] for f in arch] == ["skipped"]
+        assert "gfx target (or compute capability) not in the capture" in arch[0]["message"]
+
+
+def test_kfd_target_and_lspci_name_complete_each_other(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Same machine, two fragments: lspci names the card, KFD gives its target (here the line KFD
+    prints for the R9700's gfx1201, written for this test), each named as the source of its part."""
+    d = _capture(
+        tmp_path,
+        "cap",
+        {"lspci.txt": "lspci__radeontop-184-vnn-r9700.txt"},
+        {"kfd-topology.txt": "gfx_target_version 120001\n"},
+    )
+    _, doc = _doctor_json(capsys, d)
+    (dev,) = doc["devices"]
+    assert (dev["source"], dev["gfx_arch"]) == ("kfd-topology", "gfx1201")
+    assert (dev["marketing_name"], dev["name_source"]) == ("Navi 48 [Radeon AI PRO R9700]", "lspci.txt")
+    assert doc["facts"]["GPU count"] == {
+        "value": 1,
+        "source": "kfd-topology.txt",
+        "also_in": ["lspci.txt"],
+        "conflicts": [],
+    }
+    lspci_only = _capture(tmp_path, "lspci", {"lspci.txt": "lspci__radeontop-184-vnn-r9700.txt"})
+    _, doc = _doctor_json(capsys, lspci_only)
+    assert "gfx_source" not in doc["devices"][0]
+    assert doc["devices"][0]["gfx_arch"] is None
+
+
+def test_files_that_disagree_on_the_target_are_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _capture(
+        tmp_path,
+        "cap",
+        {
+            "rocminfo.txt": "rocminfo__thamada-mi300x-x4.txt",
+            "amd-smi.txt": "amd-smi__rocm-systems-2987-static-mi350x.txt",
+        },
+    )
+    code, doc = _doctor_json(capsys, d)
+    assert code == 0
+    fact = doc["facts"]["gfx targets"]
+    assert (fact["value"], fact["source"]) == (["gfx942"], "rocminfo.txt")
+    assert fact["conflicts"] == [{"source": "amd-smi.txt", "value": ["gfx950"]}]
+    warning = next(f for f in doc["findings"] if f["check"] == "facts.gfx_targets")
+    assert warning["severity"] == "warning"
+    assert "amd-smi.txt says gfx950" in warning["message"]
+
+
+def test_amd_smi_rocm_version_when_no_version_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _capture(tmp_path, "cap", {"amd-smi.txt": "amd-smi__therock-1737-default-table-7900xtx-6700xt.txt"})
+    _, doc = _doctor_json(capsys, d)
+    assert doc["rocm_version"] == "7.9.0"
+    assert [x["marketing_name"] for x in doc["devices"]] == ["AMD Radeon RX 7900 XTX", "AMD Radeon RX 6700 XT"]
+    both = _capture(
+        tmp_path,
+        "both",
+        {
+            "amd-smi.txt": "amd-smi__therock-1737-default-table-7900xtx-6700xt.txt",
+            "version": "rocm-version__rocm-221-rocm-1.6.180.txt",
+        },
+    )
+    _, doc = _doctor_json(capsys, both)
+    assert doc["rocm_version"] == "1.6.180"  # .info/version first; amd-smi's differing value is kept as a conflict
+    assert doc["facts"]["ROCm version"]["conflicts"] == [{"source": "amd-smi.txt", "value": "7.9.0"}]
+
+
+def test_capture_records_amd_smi_and_skips_it_after_a_hang(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mi350 = FIXTURES / "amd-smi__rocm-systems-2987-static-mi350x.txt"
+    (bin_dir / "amd-smi").write_text(f'#!/bin/sh\nif [ "$1" = version ]; then sleep 30; fi\ncat {mi350}\n')
+    (bin_dir / "amd-smi").chmod(0o755)
+    amd_tools = {k: v for k, v in TOOLS.items() if k.startswith("amd-smi")}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    snap = take_snapshot(timeout=1.0, environ=env, tools_to_run=amd_tools, probe_torch=False)
+    assert snap.tools["amd-smi version"].status == "timed out"
+    assert snap.tools["amd-smi static"].status == "skipped"
+    assert "amd-smi" in snap.tools["amd-smi static"].detail
+    ordered = dict(reversed(list(amd_tools.items())))  # static first: it runs and is recorded
+    snap = take_snapshot(timeout=5.0, environ=env, tools_to_run=ordered, probe_torch=False)
+    assert snap.tools["amd-smi static"].status == "ok"
+    out = write_capture(snap, tmp_path / "cap")
+    assert (out / "amd-smi.txt").read_text() == mi350.read_text()
+    assert (out / "amd-smi.json").is_file()
+    back = diagnose(read_capture(out))
+    assert [d["gfx_arch"] for d in back.devices] == ["gfx950"]
+    absent = take_snapshot(timeout=1.0, environ={"PATH": "/nonexistent"}, tools_to_run=amd_tools, probe_torch=False)
+    assert absent.tools["amd-smi version"].status == "missing"
+    assert "not found" in absent.tools["amd-smi version"].detail
+    assert absent.tools["amd-smi static"].status == "skipped"

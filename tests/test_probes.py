@@ -7,6 +7,7 @@ table and JSON, collect_env fragments, lspci lines, KFD topology properties)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +320,146 @@ def test_versions_labelled_lines() -> None:
     line = "AMDSMI Tool: 24.6.2+2b02a07 | AMDSMI Library version: 24.6.2.0 | ROCm version: 6.2.0\n"
     assert versions.parse(line).version == "6.2.0"
     assert versions.parse("6.2.41133-dd7f95766\n").family == "6.2"  # hipconfig --version
+
+
+# --- partial captures: provenance, the gfx target mappings, fragments ---------------------------------
+
+PARTIAL_FORMATS = {
+    "rocminfo grep fragment": lambda e, t: e["file"].startswith("rocminfo__") and rocminfo.parse(t).fragment,
+    "rocm-smi CSV": lambda e, t: e["file"].startswith("rocm-smi__") and "csv" in rocm_smi.parse(t).layouts,
+    "rocm-smi JSON": lambda e, t: e["file"].startswith("rocm-smi__") and "json" in rocm_smi.parse(t).layouts,
+    "amd-smi text": lambda e, t: (
+        e["file"].startswith("amd-smi__") and {"text", "table"} & set(amd_smi.parse(t).layouts)
+    ),
+    "amd-smi JSON": lambda e, t: e["file"].startswith("amd-smi__") and "json" in amd_smi.parse(t).layouts,
+    "collect_env fragment": lambda e, t: e["file"].startswith("collect_env__") and "fragment" in e["file"],
+    "lspci": lambda e, t: e["file"].startswith("lspci__"),
+    "KFD topology": lambda e, t: e["file"].startswith("kfd-topology__"),
+}
+
+
+@pytest.mark.parametrize("kind", PARTIAL_FORMATS)
+def test_each_partial_format_has_two_real_captures_with_provenance(kind: str) -> None:
+    real = [
+        e
+        for e in INDEX
+        if not e.get("synthetic") and PARTIAL_FORMATS[kind](e, (FIXTURES / e["file"]).read_text(encoding="utf-8"))
+    ]
+    assert len(real) >= 2, f"{kind}: {[e['file'] for e in real]}"
+    for e in real:
+        assert e["source"]
+        assert e["notes"]
+        assert e["facts"]
+        if "url" in e:
+            assert e["url"].startswith("https://github.com/")
+            assert "date" in e  # None where the page shows none (the notes say so)
+        else:  # entries copied from shared/fixtures: repository@commit:path, or the issue/PR they were pasted in
+            assert e["source"].startswith("github:") or re.search(r"(issue|pull request) #\d+", e["source"])
+
+
+GFX_TARGET_VERSIONS = {  # KFD's gfx_target_version -> the LLVM target (minor and stepping are hex digits)
+    90006: "gfx906",
+    90008: "gfx908",
+    90010: "gfx90a",
+    90012: "gfx90c",
+    90402: "gfx942",
+    90500: "gfx950",
+    100300: "gfx1030",
+    100301: "gfx1031",
+    110000: "gfx1100",
+    110501: "gfx1151",
+    120001: "gfx1201",
+    0: None,  # a CPU node
+}
+
+
+def _mapping_failures() -> list[str]:
+    """Every check of the KFD mapping: the table above and the facts of every KFD fixture."""
+    failures = [
+        f"{v} -> {kfd_topology.gfx_name(v)}, want {want}"
+        for v, want in GFX_TARGET_VERSIONS.items()
+        if kfd_topology.gfx_name(v) != want
+    ]
+    for e in INDEX:
+        if e["file"].startswith("kfd-topology__"):
+            for key, want in e["facts"].items():
+                try:
+                    _kfd_topology((FIXTURES / e["file"]).read_text(), key, want)
+                except AssertionError:
+                    failures.append(f"{e['file']}:{key}")
+    return failures
+
+
+def test_gfx_target_version_mapping() -> None:
+    assert _mapping_failures() == []
+    topo = kfd_topology.parse(
+        "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n"
+        "cpu_cores_count 0\nsimd_count 192\ngfx_target_version 110000\n"
+    )
+    assert [g.gfx for g in topo.gpus] == ["gfx1100"]  # the CPU node (version 0) is no GPU
+    assert kfd_topology.gfx_name(91600) is None  # stepping 16 has no hex digit: malformed, not guessed
+
+
+WRONG_MAPPINGS = {
+    "decimal stepping": lambda v: f"gfx{v // 10000}{(v // 100) % 100}{v % 100}" if v else None,
+    "minor dropped": lambda v: f"gfx{v // 10000}{v % 100:x}" if v else None,
+    "hex of the whole": lambda v: f"gfx{v:x}" if v else None,
+}
+
+
+@pytest.mark.parametrize("wrong", WRONG_MAPPINGS)
+def test_a_planted_wrong_kfd_mapping_fails(monkeypatch: pytest.MonkeyPatch, wrong: str) -> None:
+    monkeypatch.setattr(kfd_topology, "gfx_name", WRONG_MAPPINGS[wrong])
+    assert _mapping_failures(), f"the {wrong} mapping passed every check: the checks cannot fail"
+
+
+def test_a_planted_wrong_rocm_smi_gfx_version_mapping_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rocm-smi prints gfx90a as gfx9010 (real capture: rocm_smi_lib#159); taking it as printed is wrong."""
+    entry = next(e for e in INDEX if e["file"] == "rocm-smi__rocm-smi-lib-159-showproductname-json-mi250x.json")
+    text = (FIXTURES / entry["file"]).read_text()
+    _rocm_smi(text, "gfx", entry["facts"]["gfx"])
+    assert [rocm_smi.gfx_from_smi(v) for v in ("gfx9010", "gfx9012", "gfx1201", "gfx942", "gfx90a", "gfx91600")] == [
+        "gfx90a",
+        "gfx90c",
+        "gfx1201",
+        "gfx942",
+        "gfx90a",
+        None,
+    ]
+    monkeypatch.setattr(rocm_smi, "gfx_from_smi", lambda value: value)
+    with pytest.raises(AssertionError):
+        _rocm_smi(text, "gfx", entry["facts"]["gfx"])
+
+
+def test_rocminfo_name_grep_keeps_cpus_out_and_isa_with_its_agent() -> None:
+    """`rocminfo | grep -i name` shape (lines of the real thamada MI300X output, filtered here)."""
+    full = (FIXTURES / "rocminfo__thamada-mi300x-x4.txt").read_text()
+    grep = "\n".join(line for line in full.splitlines() if "name" in line.lower())
+    r = rocminfo.parse(grep)
+    assert r.fragment
+    assert len(r.gpus) == 4
+    assert {g.gfx_arch for g in r.gpus} == {"gfx942:sramecc+:xnack-"}
+    assert {g.marketing_name for g in r.gpus} == {"AMD Instinct MI300X"}
+    assert r.cpu_agents == 2
+    assert not rocminfo.parse(full).fragment
+
+
+def test_kfd_topology_shapes() -> None:
+    grep_h = (
+        "/sys/class/kfd/kfd/topology/nodes/0/properties:gfx_target_version 0\n"
+        "/sys/class/kfd/kfd/topology/nodes/1/properties:gfx_target_version 90010\n"
+        "/sys/class/kfd/kfd/topology/nodes/2/properties:gfx_target_version 90010\n"
+    )
+    r = kfd_topology.parse(grep_h)
+    assert [(g.node, g.gfx) for g in r.gpus] == [(1, "gfx90a"), (2, "gfx90a")]
+    assert kfd_topology.parse("nothing here\n").warnings
+    assert kfd_topology.parse("gfx_target_version 91600\n").warnings  # malformed: named, not mapped
+
+
+def test_lspci_counts_a_device_once_and_only_gpu_vendors() -> None:
+    r = lspci.parse((FIXTURES / "lspci__roboticsinfrastructure-463-nvidia-and-rembrandt.txt").read_text())
+    assert [d.slot for d in r.devices] == ["0000:01:00.0", "0000:74:00.0"]
+    other = lspci.parse("00:02.0 VGA compatible controller: Intel Corporation HD Graphics 630 (rev 04)\n")
+    assert len(other.devices) == 1
+    assert other.gpus == ()
+    assert other.warnings
