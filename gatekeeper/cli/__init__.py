@@ -20,8 +20,8 @@ from pathlib import Path
 
 from gatekeeper import __version__
 from gatekeeper.cli import diagnose, ops, release, run
-from gatekeeper.errors import InputError
-from gatekeeper.exitcodes import ExitCode
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["build_parser", "main"]
 
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _internal_error(err: Exception) -> int:
-    from gatekeeper.redact import redact
+    from gatekeeper.core.redact import redact
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     fd, path = tempfile.mkstemp(prefix=f"gatekeeper-crash-{stamp}-", suffix=".log")

@@ -6,13 +6,13 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gatekeeper.verdict import Verdict
+    from gatekeeper.contract.verdict import Verdict
 
 __all__ = ["print_verdict"]
 
 
 def print_verdict(verdict: Verdict) -> int:
-    from gatekeeper.render import banner
+    from gatekeeper.evaluate.outputs import banner
 
     print(banner(verdict), file=sys.stderr if verdict.result != "pass" else sys.stdout)
     return int(verdict.exit_code)

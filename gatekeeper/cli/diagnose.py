@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from gatekeeper.errors import InputError
-from gatekeeper.exitcodes import ExitCode
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["add_parsers"]
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from gatekeeper.doctor import run_doctor
+    from gatekeeper.machine.doctor import run_doctor
 
     return run_doctor(capture=args.capture, from_dir=args.from_dir, output_format=args.format, timeout=args.timeout)
 

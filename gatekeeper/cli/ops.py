@@ -8,7 +8,7 @@ __all__ = ["add_parsers"]
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
-    from gatekeeper import cache_commands as cc
+    from gatekeeper.cli import cache as cc
 
     if args.action == "key":
         return cc.key_command(as_json=args.json)
@@ -22,7 +22,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 def _cmd_breaker(args: argparse.Namespace) -> int:
     import os
 
-    from gatekeeper import breaker_commands as bc
+    from gatekeeper.cli import breaker as bc
 
     env, common = os.environ, {"state": args.state}
     if args.action == "check":

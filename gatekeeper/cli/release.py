@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gatekeeper.exitcodes import ExitCode
+from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["add_parsers"]
 
@@ -26,7 +26,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_matrix(args: argparse.Namespace) -> int:
-    from gatekeeper.matrix import write_matrix
+    from gatekeeper.report.matrix_page import write_matrix
 
     paths = write_matrix(history=args.history, matrix_file=args.matrix_file, out=args.out, limit=args.limit)
     print(f"gatekeeper: wrote {', '.join(str(p) for p in paths)}")
@@ -34,7 +34,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def _cmd_advise(args: argparse.Namespace) -> int:
-    from gatekeeper.advise import AdviseInputs, run_advise
+    from gatekeeper.release.advise import AdviseInputs, run_advise
 
     text = run_advise(
         AdviseInputs(

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from gatekeeper.cli._shared import print_verdict
-from gatekeeper.errors import InputError
+from gatekeeper.core.errors import InputError
 
 __all__ = ["add_parsers"]
 
@@ -22,8 +22,8 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from gatekeeper.gates import default_gates_path
-    from gatekeeper.workflow import run_evaluate
+    from gatekeeper.evaluate.gates import default_gates_path
+    from gatekeeper.evaluate.run import run_evaluate
 
     verdict = run_evaluate(
         artifacts=args.artifacts,
@@ -38,8 +38,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
-    from gatekeeper.gates import default_gates_path
-    from gatekeeper.pipeline import PipelineOptions, run_pipeline
+    from gatekeeper.evaluate.gates import default_gates_path
+    from gatekeeper.run.pipeline import PipelineOptions, run_pipeline
 
     verdict = run_pipeline(
         PipelineOptions(
@@ -76,7 +76,7 @@ def _stage_args(items: list[str]) -> dict[str, list[str]]:
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
-    from gatekeeper.ab import run_ab
+    from gatekeeper.run.ab import run_ab
 
     stage_args = args.stage_args[1:] if args.stage_args[:1] == ["--"] else args.stage_args
     return run_ab(
