@@ -322,7 +322,7 @@ def diagnose(snapshot: Snapshot) -> MachineReport:
         for w in getattr(parsed, "warnings", ()) or ():
             sev = "warning" if name == "collect_env" and cenv and cenv.crashed else "info"
             findings.append(Finding(f"probes.{name.split()[0]}", sev, f"{name}: {w}"))
-    findings += _fact_findings(facts)
+    findings += _fact_findings(facts, snapshot.environ)
     rocm_version = next((f.value for f in facts if f.name == "ROCm version"), None)
     rocm_family = ver.family if ver else versions.family(rocm_version)
     hip_family = versions.family(torch.get("hip"))
@@ -354,21 +354,29 @@ def diagnose(snapshot: Snapshot) -> MachineReport:
     )
 
 
-def _fact_findings(facts: tuple[Fact, ...]) -> list[Finding]:
+def _fact_findings(facts: tuple[Fact, ...], environ: Mapping[str, str]) -> list[Finding]:
     """Files that disagree on a GPU's target: an override, a mixed machine, or captures of two machines."""
     out = []
+    override = archcompat.override_target(environ.get("HSA_OVERRIDE_GFX_VERSION"))
     for f in facts:
-        if f.name == "gfx targets" and f.conflicting:
-            others = "; ".join(f"{s} says {', '.join(v)}" for s, v in f.conflicting)
-            out.append(
-                Finding(
-                    "facts.gfx_targets",
-                    "warning",
-                    f"{f.source} says {', '.join(f.value)}, but {others}",
-                    "rocminfo reports HSA_OVERRIDE_GFX_VERSION's target, the KFD topology and amd-smi the chip's own; "
-                    "check that all files come from the same machine and whether an override is set",
-                )
+        if f.name != "gfx targets" or not f.conflicting:
+            continue
+        others = "; ".join(f"{s} says {', '.join(v)}" for s, v in f.conflicting)
+        message = f"{f.source} says {', '.join(f.value)}, but {others}"
+        if override and override in f.value:
+            # the runtime reports the override's target, KFD and amd-smi the chip's: explained, and
+            # hygiene.HSA_OVERRIDE_GFX_VERSION already warns about the override itself
+            out.append(Finding("facts.gfx_targets", "info", f"{message} (HSA_OVERRIDE_GFX_VERSION selects {override})"))
+            continue
+        out.append(
+            Finding(
+                "facts.gfx_targets",
+                "warning",
+                message,
+                "rocminfo reports HSA_OVERRIDE_GFX_VERSION's target, the KFD topology and amd-smi the chip's own; "
+                "check that all files come from the same machine and whether an override is set",
             )
+        )
     return out
 
 

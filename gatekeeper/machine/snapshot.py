@@ -7,8 +7,8 @@ broken runner can be diagnosed elsewhere (``gatekeeper doctor --from DIR``):
     rocminfo.txt  rocm-smi.txt  rocm-smi.json  amd-smi.txt  amd-smi.json  version
     collect_env.txt  nvidia-smi.csv  env.txt (secrets masked)  torch.json  fs.json  tools.json
 
-and, when a person pastes them (``--capture`` does not write them), ``lspci.txt``
-(``lspci -nn`` lines) and ``kfd-topology.txt`` (``/sys/class/kfd/kfd/topology/nodes/*/properties``).
+``kfd-topology.txt`` (``/sys/class/kfd/kfd/topology/nodes/*/properties``, as ``grep -H`` prints
+them), and, when a person pastes it (``--capture`` does not write it), ``lspci.txt``.
 """
 
 from __future__ import annotations
@@ -141,12 +141,40 @@ def _run_tool(argv: tuple[str, ...], environ: Mapping[str, str], timeout: float)
 _ONE_HANG_SKIPS_REST = ("rocm-smi", "amd-smi")
 
 
+KFD_TOPOLOGY = Path("/sys/class/kfd/kfd/topology/nodes")
+_KFD_MAX_NODES = 256
+_KFD_MAX_BYTES = 64 * 1024  # one node's properties file is about 1 KiB
+
+
+def _read_kfd(root: Path) -> tuple[ToolRun, str]:
+    """Each node's properties, one ``PATH:key value`` line per property (what ``grep -H`` prints)."""
+    start = time.monotonic()
+    try:
+        nodes = sorted((p for p in root.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    except OSError as err:
+        return ToolRun("missing", f"{root} not readable ({err.strerror or err}): no amdgpu KFD driver here"), ""
+    lines: list[str] = []
+    unreadable = []
+    for node in nodes[:_KFD_MAX_NODES]:
+        path = node / "properties"
+        try:
+            with path.open(encoding="utf-8", errors="replace") as f:
+                text = f.read(_KFD_MAX_BYTES)
+        except OSError:
+            unreadable.append(node.name)  # a node masked by the device cgroup reads EPERM
+            continue
+        lines += [f"{path}:{line}" for line in text.splitlines() if line.strip()]
+    detail = f"{len(nodes)} node(s)" + (f"; unreadable: {', '.join(unreadable)}" if unreadable else "")
+    return ToolRun("ok", detail, time.monotonic() - start), "".join(line + "\n" for line in lines)
+
+
 def take_snapshot(
     *,
     timeout: float = 20.0,
     environ: Mapping[str, str] | None = None,
     tools_to_run: Mapping[str, tuple[tuple[str, ...], str]] = TOOLS,
     probe_torch: bool = True,
+    kfd_root: Path = KFD_TOPOLOGY,
 ) -> Snapshot:
     """Run the tools on this machine, each under ``timeout`` seconds (torch gets at least 60 s to import)."""
     env = dict(os.environ if environ is None else environ)
@@ -162,6 +190,9 @@ def take_snapshot(
         tools[name] = run
         if output.strip():
             texts[fname] = texts.get(fname, "") + redact(output, env)  # the real env: it knows the secret values
+    tools["kfd-topology"], kfd_text = _read_kfd(kfd_root)
+    if kfd_text:
+        texts["kfd-topology.txt"] = kfd_text
     root = find_rocm_root(env)
     start = time.monotonic()
     if root is not None:

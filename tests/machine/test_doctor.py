@@ -518,3 +518,40 @@ def test_capture_records_amd_smi_and_skips_it_after_a_hang(tmp_path: Path) -> No
     assert absent.tools["amd-smi version"].status == "missing"
     assert "not found" in absent.tools["amd-smi version"].detail
     assert absent.tools["amd-smi static"].status == "skipped"
+
+
+def test_capture_reads_the_kfd_topology(tmp_path: Path) -> None:
+    nodes = tmp_path / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    for node, props in {
+        "0": "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n",
+        "4": "gfx_target_version 90402\n",
+    }.items():
+        (nodes / node).mkdir(parents=True)
+        (nodes / node / "properties").write_text(props)
+    (nodes / "not-a-node").mkdir()
+    snap = take_snapshot(
+        timeout=1.0, environ={"PATH": "/nonexistent"}, tools_to_run={}, probe_torch=False, kfd_root=nodes
+    )
+    assert snap.tools["kfd-topology"].status == "ok"
+    assert snap.texts["kfd-topology.txt"].splitlines()[-1] == f"{nodes}/4/properties:gfx_target_version 90402"
+    back = diagnose(read_capture(write_capture(snap, tmp_path / "cap")))
+    assert [(d["source"], d["gfx_arch"]) for d in back.devices] == [("kfd-topology", "gfx942")]
+    gone = take_snapshot(timeout=1.0, environ={}, tools_to_run={}, probe_torch=False, kfd_root=tmp_path / "none")
+    assert gone.tools["kfd-topology"].status == "missing"
+    assert "kfd-topology.txt" not in gone.texts
+
+
+def test_target_conflict_explained_by_an_override_is_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rocminfo under HSA_OVERRIDE_GFX_VERSION=10.3.0 says gfx1030; KFD says what the RX 6700 XT is
+    (gfx1031: the line KFD prints for it, written for this test)."""
+    files = {"rocminfo.txt": "rocminfo__vbs-nn-rx6700xt-override.txt"}
+    kfd = {"kfd-topology.txt": "gfx_target_version 100301\n"}
+    plain = _capture(tmp_path, "plain", files, kfd)
+    _, doc = _doctor_json(capsys, plain)
+    (f,) = [f for f in doc["findings"] if f["check"] == "facts.gfx_targets"]
+    assert (f["severity"], f["message"]) == ("warning", "rocminfo.txt says gfx1030, but kfd-topology.txt says gfx1031")
+    override = _capture(tmp_path, "override", files, {**kfd, "env.txt": "HSA_OVERRIDE_GFX_VERSION=10.3.0\n"})
+    _, doc = _doctor_json(capsys, override)
+    (f,) = [f for f in doc["findings"] if f["check"] == "facts.gfx_targets"]
+    assert f["severity"] == "info"
+    assert "HSA_OVERRIDE_GFX_VERSION selects gfx1030" in f["message"]

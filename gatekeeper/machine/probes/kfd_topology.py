@@ -21,8 +21,8 @@ from gatekeeper.machine.probes.rocminfo import strip_ansi
 
 __all__ = ["KfdNode", "KfdTopology", "gfx_name", "parse"]
 
-_PATH_NODE = re.compile(r"/topology/nodes/(\d+)/properties")
-_PATH_LINE = re.compile(r"^(?P<path>\S*/topology/nodes/(?P<node>\d+)/properties):(?P<rest>.*)$")
+_PATH_NODE = re.compile(r"/nodes/(\d+)/properties")
+_PATH_LINE = re.compile(r"^(?P<path>\S*/nodes/(?P<node>\d+)/properties):(?P<rest>.*)$")
 _KV = re.compile(r"^(?P<key>[a-z][a-z0-9_]*)\s*(?::\s*|\s+)(?P<value>\S.*?)\s*$")
 _HEADER = re.compile(r"^GPU\s*:\s*(\d+)\s*$")
 _KNOWN = {"gfx_target_version", "cpu_cores_count", "simd_count", "vendor_id", "device_id", "gpu_id", "node_id"}
