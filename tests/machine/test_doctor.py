@@ -349,6 +349,12 @@ PARTIAL = [
         ["ROCm version", "gfx targets", "torch version"],
     ),
     (
+        "rocm-smi.txt",
+        "rocm-smi__marimo-9237-csv-rx7900xt.csv",
+        {"GPU count": 1, "gfx targets": ["gfx1100"], "GPU names": ["Radeon RX 7900 XT"]},
+        ["ROCm version", "amdgpu driver", "torch version"],
+    ),
+    (
         "rocm-smi.json",
         "rocm-smi__rocm-smi-lib-159-showproductname-json-mi250x.json",
         {"GPU count": 1, "gfx targets": ["gfx90a"]},

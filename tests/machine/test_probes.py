@@ -103,6 +103,7 @@ def _rocm_smi(text: str, key: str, want: Any) -> None:
         "gpu_util": lambda: f"{d.gpu_percent:g}%",
         "vram": lambda: f"{d.vram_percent:g}%",
         "gfx_version": lambda: d.gfx_version,
+        "vram_total_bytes": lambda: d.vram_total_bytes,
         "gfx": lambda: d.gfx,
     }[key]()
     assert got == want
