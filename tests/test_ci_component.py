@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gatekeeper import __version__
+from gatekeeper import __version__, proc
 from tests.test_ci_templates import CATALOG, ROOT, STAGES, TEMPLATE, _include, render, split_component, validate
 
 BASH = shutil.which("bash")
@@ -45,9 +44,9 @@ def _fake_bin(tmp: Path, gatekeeper_version: str | None) -> Path:
     return bindir
 
 
-def _run(script: str, tmp: Path, env: dict[str, str], bindir: Path) -> subprocess.CompletedProcess[str]:
+def _run(script: str, tmp: Path, env: dict[str, str], bindir: Path) -> proc.ProcResult:
     full = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp), **env}
-    return subprocess.run([BASH, "-e", "-c", script], cwd=tmp, env=full, capture_output=True, text=True, timeout=60)  # noqa: S603
+    return proc.run([str(BASH), "-e", "-c", script], cwd=tmp, env=full, timeout=60)
 
 
 def _calls(tmp: Path) -> list[str]:

@@ -155,7 +155,8 @@ class GitLabStore:
             with zipfile.ZipFile(io.BytesIO(resp.content)) as zf:
                 names = zf.namelist()
                 # the path the stage wrote first; any <stage>.json only when that is absent
-                member = name if name in names else next((n for n in names if n.rsplit("/", 1)[-1] == f"{stage}.json"), None)
+                anywhere = (n for n in names if n.rsplit("/", 1)[-1] == f"{stage}.json")
+                member = name if name in names else next(anywhere, None)
                 return self._report_from(zf.read(member), f"job {job['id']} {member}") if member else None
         except zipfile.BadZipFile:
             self.why_missing = f"job {job['id']} artifacts are not a zip archive"
