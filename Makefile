@@ -40,9 +40,12 @@ IMAGE_REPOSITORY ?= gatekeeper
 image: dist
 	sh scripts/build_image.sh $(IMAGE) $(IMAGE_REPOSITORY)
 
+# ruff (style), import-linter (the layers in pyproject.toml), mypy (annotations of gatekeeper/ and stages/)
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 test: setup tools lint
 	@# pytest exits 5 when it collected no test: here that means the suite is broken

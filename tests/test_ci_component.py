@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gatekeeper import __version__, proc
+from gatekeeper import __version__
+from gatekeeper.core import proc
 from tests.test_ci_templates import CATALOG, ROOT, STAGES, TEMPLATE, _include, render, split_component, validate
 
 BASH = shutil.which("bash")
@@ -188,7 +189,7 @@ def test_nightly_wheel_is_downloaded_once_a_day(tmp_path: Path) -> None:
 
 
 def test_rocm_code_object_cache_is_set() -> None:
-    from gatekeeper.kernel_cache import CACHE_VARIABLES
+    from gatekeeper.kernel_cache.key import CACHE_VARIABLES
 
     assert "AMD_COMGR_CACHE_DIR" in CACHE_VARIABLES
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gatekeeper import __version__, proc
+from gatekeeper import __version__
+from gatekeeper.core import proc
 from scripts import release_check
 from tests.test_ci_templates import ROOT, _Loader, render, validate
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files, schemas
-from gatekeeper.context import PipelineContext
-from gatekeeper.errors import InputError
-from gatekeeper.verdict import VERDICT_SCHEMA, Verdict
+from gatekeeper.contract import schemas
+from gatekeeper.contract.verdict import VERDICT_SCHEMA, Verdict
+from gatekeeper.core import files
+from gatekeeper.core.ci_context import PipelineContext
+from gatekeeper.core.errors import InputError
 
 __all__ = ["Alert", "Links", "load_alert", "severity_of"]
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gatekeeper import __version__, proc
+from gatekeeper import __version__
+from gatekeeper.core import proc
 from tests.pipelines.test_gitlab_ci_local import CONTEXTS, MISSING, _summary, gcl, list_jobs, make_repo, needs_gcl
 from tests.test_ci_templates import ROOT, validate
 
