@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from html import escape
 
+from gatekeeper.contract.analysis import Analysis
 from gatekeeper.evaluate.point_gates import split_results
 from gatekeeper.report import tables
-from gatekeeper.report.data import AnalysisEntry, ReportData
+from gatekeeper.report.data import ReportData
 from gatekeeper.report.plots import Plot, matplotlib_missing, report_plots
 
 __all__ = ["render_html"]
@@ -56,7 +57,7 @@ def _table(t: tables.Table, *, caption: str = "") -> str:
     return "".join(out)
 
 
-def _diagnosis(d: AnalysisEntry) -> str:
+def _diagnosis(d: Analysis) -> str:
     known = f" — known issue <strong>{escape(d.known_issue)}</strong>" if d.known_issue else " — not a known issue"
     parts = [f'<div class="diag"><h3>{escape(d.category)}{known}</h3>']
     if d.source:
