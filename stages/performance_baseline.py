@@ -92,6 +92,8 @@ def run(ctx: StageContext) -> None:
         "iterations": opts.iterations,
     }
     ctx.config["mode"] = "forward+backward" if opts.backward else "forward"
+    # normalised (batch_size=08 is 8), so equal sweeps compare as equal (gatekeeper.history.comparability)
+    ctx.config["sweep"] = {a.key: list(a.values) for a in axes} if axes else None
     results: list[dict[str, Any]] = []
     if axes:
         run_sweep(ctx, base_cfg, axes, budget_s)

@@ -233,3 +233,18 @@ def test_the_sweep_is_one_table_in_the_verdict_markdown():
     assert "gate_sweep_latency_batch_size_16_dtype_bfloat16_ 41" in to_metrics_txt(v)
     # and survives the verdict file round trip
     assert Verdict.from_dict(v.to_dict()).gates == v.gates
+
+
+def test_a_sweep_is_compared_only_with_the_same_sweep():
+    import dataclasses
+
+    from gatekeeper.history import comparability
+
+    single = report("performance_baseline", {"latency_ms": (5.0, "ms", "lower")})
+    axes = {"batch_size": ["1", "16"], "dtype": ["float32", "bfloat16"]}
+    sweep = dataclasses.replace(single, config={**single.config, "sweep": axes})
+    assert comparability(single, single) is None
+    assert comparability(sweep, dataclasses.replace(single, config={**single.config, "sweep": dict(axes)})) is None
+    assert "sweep" in comparability(single, sweep)
+    other = dataclasses.replace(single, config={**single.config, "sweep": {"batch_size": ["1"]}})
+    assert "sweep" in comparability(sweep, other)

@@ -260,6 +260,7 @@ def test_a_2x2_sweep_gives_four_points_judged_by_a_star_gate(tmp_path: Path) -> 
         assert m[f"peak_memory_mb{label}"]["value"] > 10
         assert f"latency_ms{label}.p99" in m
     assert "latency_ms" not in m  # a sweep measures its points, not the single run
+    assert doc["config"]["sweep"] == {"batch_size": ["1", "2"], "dtype": ["float32", "int8"]}  # for comparability
     assert [p["status"] for p in doc["summary"]["sweep"]["points"]] == ["measured"] * 4
     checks = {c["name"]: c["status"] for c in doc["checks"]}
     assert checks["point[batch_size=2,dtype=int8].process.2"] == "passed"
