@@ -3,7 +3,7 @@ autograd, checkpoint restore and sparse tensors, on the device against a CPU
 float64 reference.
 
 Produces the field report's table for any stack: per category (basic_math,
-convolution, reduction, matrix, custom_backward, distributed) the cases, pass
+convolution, reduction, matrix, custom_backward, distributed, attention) the cases, pass
 rate and failing ops; the relative-error distribution per dtype over seeds; the
 aten ops the model really runs, replayed one by one; the whole model's gradients
 against CPU float64; checkpoint restore in a fresh process; sparse COO/CSR.
@@ -113,12 +113,15 @@ def run(ctx: StageContext) -> None:
     rec, tally = ctx.rec, Tally()
     summary = rec.summary
     with CaseRunner(opts.workers, timeout=plan.timeout) as runner:
-        in_process = tuple(c for c in categories if c != "distributed")
+        in_process = tuple(c for c in categories if c not in ("distributed", "attention"))
         if in_process:
             with rec.group(
                 "catalog", f"operator catalog: {', '.join(in_process)} x {', '.join(dtypes)} x {opts.seeds} seeds"
             ):
                 steps.catalog(rec, runner, plan, tally)
+        if "attention" in categories:
+            with rec.group("attention", "attention: SDPA with one backend forced per case, vs CPU float64"):
+                summary["attention"] = steps.attention(rec, runner, plan, tally)
         if "distributed" in categories:
             with rec.group("distributed", "distributed: collectives in 2 rank processes"):
                 summary["distributed"] = steps.distributed(rec, plan, tally)
