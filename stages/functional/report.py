@@ -163,6 +163,8 @@ def write_markdown(path: Path, summary: dict[str, Any], device: str) -> Path:
         ("sparse", "Sparse tensors"),
         ("user_cases", "User cases"),
         ("opinfo", "OpInfo sweep"),
+        ("golden", "Cross-stack parity (vs a golden)"),
+        ("golden_save", "Golden saved"),
     ):
         part = summary.get(key)
         if not part:
