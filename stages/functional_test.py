@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gatekeeper.errors import InputError
 from stages._stage import StageContext, stage_main
-from stages.functional import steps
+from stages.functional import parity, steps
 from stages.functional.catalog import CATEGORIES
 from stages.functional.report import Tally, write_markdown
 from stages.functional.runner import CaseRunner
@@ -181,10 +181,10 @@ def run(ctx: StageContext) -> None:
                 summary["sparse"] = steps.sparse(rec, runner, plan)
         if opts.golden and golden_meta:
             with rec.group("golden", f"cross-stack parity: outputs and gradients vs the golden in {opts.golden}"):
-                summary["golden"] = steps.golden_compare(rec, runner, plan, Path(opts.golden), golden_meta)
+                summary["golden"] = parity.golden_compare(rec, runner, plan, Path(opts.golden), golden_meta)
         if opts.golden_save:
             with rec.group("golden_save", f"golden outputs and gradients -> {opts.golden_save}"):
-                summary["golden_save"] = steps.golden_save(rec, runner, plan, Path(opts.golden_save))
+                summary["golden_save"] = parity.golden_save(rec, runner, plan, Path(opts.golden_save))
         if opts.opinfo:
             with rec.group("opinfo", f"OpInfo sweep (budget {opts.opinfo_budget:g} s)"):
                 summary["opinfo"] = steps.opinfo(rec, runner, plan, opts.opinfo_budget)

@@ -178,8 +178,10 @@ def test_every_input_is_typed_documented_and_defaulted() -> None:
         {},
         {"device_required": True, "gpu_tags": ["rocm", "mi300"], "slack": True, "channels": ["stable"]},
         {"model": "pkg.models:build", "gates": "ci/gates.yaml", "protected_branch": "rel", "stage_args": "--seed 1"},
+        {"parity": True, "device_required": True},
+        {"parity": True, "parity_golden_job": "cuda-golden"},
     ],
-    ids=["no-inputs", "gpu", "custom"],
+    ids=["no-inputs", "gpu", "custom", "parity", "parity-foreign-golden"],
 )
 def test_rendered_template_is_valid_gitlab_ci(inputs: dict[str, Any]) -> None:
     validate(render(_include(**inputs), ROOT))
@@ -303,3 +305,71 @@ def test_docs_describe_every_input() -> None:
     docs = (ROOT / "docs" / "ci.md").read_text()
     missing = [name for name in spec if f"| `{name}` |" not in docs]
     assert not missing, f"docs/ci.md does not document inputs {missing}"
+
+
+# ---------------------------------------------------------------- cross-stack parity
+
+
+def _runs(job: dict[str, Any], variables: dict[str, str]) -> bool:
+    """Evaluate the job's rules for the few expressions the parity jobs use (first match wins)."""
+    env = {**job.get("variables", {}), **variables}
+    for rule in job["rules"]:
+        cond = rule.get("if")
+        if cond is None:
+            return rule.get("when", "on_success") != "never"
+        ok = False
+        for alternative in cond.split(" || "):
+            terms = [t.strip() for t in alternative.split(" && ")]
+            ok = ok or all(_term(t, env) for t in terms)
+        if ok:
+            return rule.get("when", "on_success") != "never"
+    return False
+
+
+def _term(term: str, env: dict[str, str]) -> bool:
+    m = re.fullmatch(r'\$(\w+) (==|!=) "([^"]*)"', term)
+    if m:
+        equal = env.get(m.group(1), "") == m.group(3)
+        return equal if m.group(2) == "==" else not equal
+    assert re.fullmatch(r"\$\w+", term), term
+    return bool(env.get(term[1:]))
+
+
+def test_parity_jobs_are_off_by_default(jobs: dict[str, Any]) -> None:
+    for name in ("gatekeeper:golden", "gatekeeper:parity"):
+        assert not _runs(jobs[name], {"CHANNEL": "nightly", "CI_PIPELINE_SOURCE": "push"}), name
+
+
+def test_parity_saves_a_stable_golden_and_compares_every_channel() -> None:
+    rendered = render(_include(parity=True, device_required=True, gpu_tags=["mi300"]), ROOT)
+    golden, parity = rendered["gatekeeper:golden"], rendered["gatekeeper:parity"]
+    assert _runs(golden, {"CI_PIPELINE_SOURCE": "push"})
+    save = " ".join(golden["script"])
+    assert "gatekeeper stage functional_test" in save
+    assert "--channel stable" in save
+    assert "--golden-save artifacts/golden" in save
+    assert "artifacts/golden/" in golden["artifacts"]["paths"]
+    assert golden["tags"] == parity["tags"] == ["mi300"]  # the same stack as the stage jobs
+    assert parity["parallel"]["matrix"] == [{"CHANNEL": ["stable", "nightly"]}]
+    assert parity["needs"] == [{"job": "gatekeeper:golden", "artifacts": True, "optional": True}]
+    script = "\n".join(parity["script"])
+    assert "--golden artifacts/golden" in script
+    assert '--channel "$CHANNEL"' in script
+    assert "pip install --quiet --pre --upgrade torch" in script  # nightly gets the nightly wheel first
+    assert script.index("--pre --upgrade torch") < script.index("--golden artifacts/golden")
+    assert _runs(parity, {"CHANNEL": "nightly", "CI_PIPELINE_SOURCE": "push"})
+    assert not _runs(parity, {"CHANNEL": "nightly", "CI_COMMIT_TAG": "v1", "CI_PIPELINE_SOURCE": "push"})
+    assert parity["artifacts"]["reports"]["junit"] == "artifacts/parity/*/*.junit.xml"
+
+
+def test_parity_against_another_stacks_golden_job() -> None:
+    rendered = render(_include(parity=True, parity_golden_job="cuda-golden"), ROOT)
+    assert not _runs(rendered["gatekeeper:golden"], {"CI_PIPELINE_SOURCE": "push"})  # the named job makes it
+    parity = rendered["gatekeeper:parity"]
+    assert parity["needs"] == [{"job": "cuda-golden", "artifacts": True, "optional": True}]
+    assert _runs(parity, {"CHANNEL": "stable", "CI_PIPELINE_SOURCE": "push"})
+
+
+def test_stage_jobs_still_install_the_nightly_torch(jobs: dict[str, Any]) -> None:
+    script = "\n".join(jobs["gatekeeper:functional_test"]["script"])
+    assert script.index("--pre --upgrade torch") < script.index('gatekeeper stage "$GATEKEEPER_STAGE"')

@@ -21,8 +21,6 @@ __all__ = [
     "catalog",
     "checkpoints",
     "distributed",
-    "golden_compare",
-    "golden_save",
     "opinfo",
     "sparse",
     "traced",
@@ -271,65 +269,3 @@ def opinfo(rec: Any, runner: CaseRunner, plan: Plan, budget: float) -> dict[str,
     tested = counts["passed"] + counts["failed"] + counts["error"]
     rec.metric("opinfo_pass_rate", counts["passed"] / tested if tested else None, "ratio", "higher")
     return {"opinfos": len(keys), **counts, "not_run (budget)": not_run, "failing": failing}
-
-
-# The stage's own parity limits (the cross-stack-parity gates read the metrics).
-GOLDEN_MIN_COSINE = 0.9999
-GOLDEN_MAX_REL_ERROR = 1e-3
-
-
-def _golden_args(plan: Plan) -> dict[str, Any]:
-    return {
-        "spec": plan.model,
-        "batch_size": plan.batch_size,
-        "input_shape": plan.input_shape,
-        "seed": plan.seed,
-        "device": plan.dev,
-    }
-
-
-def golden_save(rec: Any, runner: CaseRunner, plan: Plan, directory: Path) -> dict[str, Any]:
-    target, timeout = "stages.functional.golden:save", max(plan.timeout, 300.0)
-    outcome = runner.call(target, timeout=timeout, directory=str(directory), **_golden_args(plan))
-    if not outcome.ok:
-        rec.outcome("golden.save", outcome)
-        return {"error": outcome.message.splitlines()[0] if outcome.message else outcome.kind}
-    v = outcome.value
-    stack = v["stack"]
-    message = f"{v['tensors']} outputs and gradients of torch {stack['torch']} on {stack['device_name']} -> {directory}"
-    rec.record("golden.save", "passed", message, duration_s=outcome.duration_s, details=v)
-    return {"saved_to": str(directory), "tensors": v["tensors"], "torch": stack["torch"]}
-
-
-def golden_compare(rec: Any, runner: CaseRunner, plan: Plan, directory: Path, meta: dict[str, Any]) -> dict[str, Any]:
-    outcome = runner.call(
-        "stages.functional.golden:compare",
-        timeout=max(plan.timeout, 300.0),
-        directory=str(directory),
-        meta=meta,
-        **_golden_args(plan),
-    )
-    theirs = meta["stack"]
-    summary: dict[str, Any] = {"golden": str(directory), "golden_torch": theirs.get("torch")}
-    summary["golden_device"] = f"{theirs.get('device')} ({theirs.get('device_name')})"
-    if not outcome.ok:
-        rec.outcome("golden.compare", outcome)
-        rec.metric("golden_cosine_min", None, "ratio", "higher")
-        rec.metric("golden_max_rel_error", None, "ratio", "lower")
-        return summary
-    v = outcome.value
-    cos, err = v["cosine_min"], v["max_rel_error"]
-    with rec.check("golden.compare") as h:
-        h.details = {"golden_stack": theirs, "this_stack": v["stack"], "rows": v["rows"]}
-        assert cos is not None, "no output or gradient to compare"
-        h.message = (
-            f"cosine min {cos:.6f}, max relative error {err:.3g} against the golden of torch {theirs.get('torch')} "
-            f"on {theirs.get('device_name')}"
-        )
-        assert not v["problems"], "; ".join(f"{k}: {p}" for k, p in v["problems"].items())
-        worst = min((kv for kv in v["rows"].items() if kv[1]["cosine"] is not None), key=lambda kv: kv[1]["cosine"])
-        assert cos >= GOLDEN_MIN_COSINE, f"cosine similarity {cos:.6f} < {GOLDEN_MIN_COSINE} at {worst[0]}; {h.message}"
-        assert err <= GOLDEN_MAX_REL_ERROR, f"max relative error {err:.3g} > {GOLDEN_MAX_REL_ERROR:g}; {h.message}"
-    rec.metric("golden_cosine_min", cos, "ratio", "higher", description=f"vs the golden of torch {theirs.get('torch')}")
-    rec.metric("golden_max_rel_error", err, "ratio", "lower", description=f"vs the golden in {directory}")
-    return summary | {"cosine_min": cos, "max_rel_error": err}
