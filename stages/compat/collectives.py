@@ -141,7 +141,7 @@ def _launch(
     port = free_port()
     grace = max(2.0, min(10.0, timeout / 2))
     sizes, iters = bandwidth
-    steps = len(COLLECTIVES) + 2 + len(BANDWIDTH_OPS) * len(sizes)  # each bounded by the rank's watchdog
+    steps = len(COLLECTIVES) + 3 + len(BANDWIDTH_OPS) * len(sizes)  # each bounded by the rank's watchdog
     backstop = _STARTUP_ALLOWANCE_S + steps * (timeout + grace)
     env = _rank_env()
     paths = [workdir / f"rank{r}.events.jsonl" for r in range(world_size)]

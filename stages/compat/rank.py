@@ -126,7 +126,7 @@ def _run_collective(name: str, n: int, rank: int, world: int, device: str) -> st
     return ""
 
 
-def _time_collective(op: str, size: int, world: int, device: str, iters: int) -> list[float]:
+def _time_collective(op: str, size: int, world: int, device: str, *, iters: int, group: Any) -> list[float]:
     """Seconds per iteration of ``op`` on ``size`` bytes as nccl-tests counts them (all_reduce: the
     buffer; all_gather and reduce_scatter: the whole array, ``world`` parts), after one warm-up call."""
     import torch
@@ -138,17 +138,17 @@ def _time_collective(op: str, size: int, world: int, device: str, iters: int) ->
         buf = torch.ones(n, device=device)
 
         def call() -> None:
-            dist.all_reduce(buf)
+            dist.all_reduce(buf, group=group)
     elif op == "all_gather":
         mine, outs = torch.ones(part, device=device), [torch.empty(part, device=device) for _ in range(world)]
 
         def call() -> None:
-            dist.all_gather(outs, mine)
+            dist.all_gather(outs, mine, group=group)
     elif op == "reduce_scatter":
         chunks, out = [torch.ones(part, device=device) for _ in range(world)], torch.empty(part, device=device)
 
         def call() -> None:
-            dist.reduce_scatter(out, chunks)
+            dist.reduce_scatter(out, chunks, group=group)
     else:
         raise ValueError(f"no bandwidth test for {op}")
 
@@ -158,7 +158,7 @@ def _time_collective(op: str, size: int, world: int, device: str, iters: int) ->
 
     call()
     sync()
-    dist.barrier()  # every rank starts the timed loop together
+    dist.barrier(group=group)  # every rank starts the timed loop together
     times = []
     for _ in range(iters):
         t0 = time.perf_counter()
@@ -247,12 +247,26 @@ def run_rank(args: argparse.Namespace) -> int:
         status = "fail" if problems else "pass"
         events.emit(status, name, message="; ".join(problems), timings=timings, seconds=time.monotonic() - start)
     sizes_mb = [int(x) for x in args.bandwidth_mb.split(",") if x.strip()]
+    group = None
+    if sizes_mb:
+        # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the group in a fingerprint check per call (a gloo round
+        # trip: 1 MiB all_reduce 10 ms instead of 3 ms here); the timings get a plain group of their own.
+        watchdog.arm("bandwidth setup", args.timeout + grace)
+        try:
+            dist.set_debug_level(dist.DebugLevel.OFF)
+            group = dist.new_group(backend=args.backend, timeout=timeout)
+        except Exception as err:
+            events.emit("error", "bandwidth setup", message=f"{type(err).__name__}: {err}", timeout=_timed_out(err))
+            os._exit(1)
+        watchdog.disarm()
     for op in BANDWIDTH_OPS if sizes_mb else ():
         for size_mb in sizes_mb:
             step = f"bandwidth {op} {size_mb} MiB"
             watchdog.arm(step, args.timeout + grace)
             try:
-                seconds = _time_collective(op, size_mb << 20, args.world_size, device, args.bandwidth_iters)
+                seconds = _time_collective(
+                    op, size_mb << 20, args.world_size, device, iters=args.bandwidth_iters, group=group
+                )
             except Exception as err:
                 tb = traceback.format_exc(limit=4)
                 events.emit("error", step, message=f"{type(err).__name__}: {err}\n{tb}", timeout=_timed_out(err))
