@@ -28,9 +28,12 @@ demo: setup
 tools:
 	bash scripts/setup_test_tools.sh
 
+# ruff (style), import-linter (the layers in pyproject.toml), mypy (annotations of gatekeeper/ and stages/)
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 test: setup tools lint
 	@# pytest exits 5 when it collected no test: here that means the suite is broken

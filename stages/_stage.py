@@ -24,10 +24,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from gatekeeper.artifacts import Check, Environment, Metric, StageReport, utc_now, write_stage
-from gatekeeper.errors import InputError
-from gatekeeper.exitcodes import ExitCode
-from stages.isolate import Outcome
+from gatekeeper.contract.stage_report import Check, Environment, Metric, StageReport, utc_now, write_stage
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.exitcodes import ExitCode
+from stages.isolate import IsolatedOutcome
 from stages.progress import section
 
 __all__ = [
@@ -155,7 +155,7 @@ class Recorder:
                 name, "passed", handle.message, duration_s=time.monotonic() - start, group=group, details=handle.details
             )
 
-    def outcome(self, name: str, outcome: Outcome, *, group: str | None = None) -> Check:
+    def outcome(self, name: str, outcome: IsolatedOutcome, *, group: str | None = None) -> Check:
         """Record an isolated call. Its value may be a message string or {"message", "details"}."""
         if outcome.kind == "ok":
             value = outcome.value

@@ -14,13 +14,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.errors import InputError
-from gatekeeper.kernel_cache import cache_env
+from gatekeeper.core.errors import InputError
+from gatekeeper.kernel_cache.key import cache_env
 from stages._stage import StageContext, stage_main
 from stages.compat import dependencies as deps
 from stages.compat.bandwidth import parse_sizes, record_bandwidth
 from stages.compat.collectives import COLLECTIVES, parse_plant, run_collectives
-from stages.isolate import Outcome, Worker
+from stages.isolate import IsolatedOutcome, Worker
 
 NAME = "compatibility_check"
 DESCRIPTION = (
@@ -100,7 +100,7 @@ def _validate(ctx: StageContext) -> tuple[str, tuple[str, ...], tuple[int, ...] 
     return plant, downstream, shape
 
 
-def _record_checks(ctx: StageContext, outcome: Outcome, name: str) -> list[dict[str, Any]]:
+def _record_checks(ctx: StageContext, outcome: IsolatedOutcome, name: str) -> list[dict[str, Any]]:
     """Record the checks an isolated call returned; a crash, timeout or exception fails ``name``."""
     if not outcome.ok:
         ctx.rec.outcome(name, outcome)

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatekeeper.errors import InputError
+from gatekeeper.core.errors import InputError
 from stages._stage import StageContext, stage_main
 from stages.functional import parity, steps
 from stages.functional.catalog import CATEGORIES

@@ -1,10 +1,10 @@
 """performance_baseline: latency, throughput and memory of the model, from k fresh processes.
 
 Each process is a child (``stages.perf.timing``) started through
-``gatekeeper.proc.run`` with a timeout: it warms up until two consecutive
+``gatekeeper.core.proc.run`` with a timeout: it warms up until two consecutive
 windows agree, then times m iterations one by one. Samples keep their process
 grouping, because iterations inside one process are not independent samples;
-``gatekeeper.stats.compare_runs`` judges them against a baseline later.
+``gatekeeper.stats.compare.compare_runs`` judges them against a baseline later.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import proc
-from gatekeeper.errors import InputError
-from gatekeeper.kernel_cache import cache_env
-from gatekeeper.stats import harrell_davis, process_cv, run_summary
+from gatekeeper.core import proc
+from gatekeeper.core.errors import InputError
+from gatekeeper.kernel_cache.key import cache_env
+from gatekeeper.stats.compare import harrell_davis, process_cv, run_summary
 from stages._stage import SkipCheck, StageContext, stage_main
 from stages.perf import series, smi
 from stages.perf.timing import RESULT_PREFIX

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gatekeeper.analyze.diagnosis import Diagnosis
+from gatekeeper.analyze.diagnosis import FailureDiagnosis
 
 __all__ = ["FORMATS", "render"]
 
@@ -12,7 +12,7 @@ FORMATS = ("json", "md", "text")
 _SHOWN = 8  # matches shown in md/text; JSON has them all (capped at MAX_MATCHES)
 
 
-def render(diagnosis: Diagnosis, fmt: str) -> str:
+def render(diagnosis: FailureDiagnosis, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(diagnosis.to_dict(), indent=2) + "\n"
     if fmt == "md":
@@ -22,12 +22,12 @@ def render(diagnosis: Diagnosis, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def _title(d: Diagnosis) -> str:
+def _title(d: FailureDiagnosis) -> str:
     known = f"known issue `{d.known_issue}`" if d.known_issue else "no known issue matched"
     return f"{d.category} ({known}, confidence {d.confidence:.2f})"
 
 
-def _markdown(d: Diagnosis) -> str:
+def _markdown(d: FailureDiagnosis) -> str:
     out = [f"### Failure analysis: {_title(d)}", "", d.explanation, ""]
     if d.waiver:
         out += [f"Waiver: {_waiver_text(d)}", ""]
@@ -55,7 +55,7 @@ def _markdown(d: Diagnosis) -> str:
     return "\n".join(out)
 
 
-def _text(d: Diagnosis) -> str:
+def _text(d: FailureDiagnosis) -> str:
     out = [f"failure analysis: {_title(d)}", f"  {d.explanation}"]
     if d.waiver:
         out.append(f"  waiver: {_waiver_text(d)}")
@@ -77,7 +77,7 @@ def _text(d: Diagnosis) -> str:
     return "\n".join(out) + "\n"
 
 
-def _waiver_text(d: Diagnosis) -> str:
+def _waiver_text(d: FailureDiagnosis) -> str:
     w = d.waiver_detail
     if w is None:
         return f"the known issue names gate `{d.waiver}` (pass --gates to check its waiver)"

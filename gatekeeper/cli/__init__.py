@@ -1,8 +1,7 @@
 """The ``gatekeeper`` command: argparse and dispatch only.
 
 Each subcommand parses its arguments and calls one library function with
-explicit keyword arguments; the command groups live beside this file
-(run, diagnose, release, ops). InputError is caught here, in one place, and
+explicit keyword arguments; one module per command lives beside this file. InputError is caught here, in one place, and
 becomes one line on stderr and exit code 2; any other exception is a bug:
 one line on stderr, the traceback in a saved log, exit code 70.
 """
@@ -19,16 +18,29 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gatekeeper import __version__
-from gatekeeper.cli import diagnose, ops, release, run
-from gatekeeper.errors import InputError
-from gatekeeper.exitcodes import ExitCode
+from gatekeeper.cli import (
+    ab,
+    advise,
+    analyze,
+    breaker,
+    cache,
+    doctor,
+    evaluate,
+    matrix,
+    notify,
+    pipeline,
+    report,
+    stage,
+)
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["build_parser", "main"]
 
 Handler = Callable[[argparse.Namespace], int]
 
-# Command groups, in the order `gatekeeper --help` lists them.
-GROUPS = (run, release, diagnose, ops)
+# One module per command, in the order `gatekeeper --help` lists them.
+COMMANDS = (stage, pipeline, evaluate, ab, report, matrix, advise, doctor, analyze, notify, cache, breaker)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gatekeeper {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in GROUPS:
-        group.add_parsers(sub)
+    for command in COMMANDS:
+        command.add_parser(sub)
     return parser
 
 
@@ -65,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _internal_error(err: Exception) -> int:
-    from gatekeeper.redact import redact
+    from gatekeeper.core.redact import redact
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     fd, path = tempfile.mkstemp(prefix=f"gatekeeper-crash-{stamp}-", suffix=".log")

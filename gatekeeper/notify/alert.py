@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files, schemas
-from gatekeeper.context import PipelineContext
-from gatekeeper.errors import InputError
-from gatekeeper.verdict import VERDICT_SCHEMA, Verdict
+from gatekeeper.contract.verdict import Verdict, read_verdict
+from gatekeeper.core import files
+from gatekeeper.core.ci_context import PipelineContext
+from gatekeeper.core.errors import InputError
 
 __all__ = ["Alert", "Links", "load_alert", "severity_of"]
 
@@ -87,11 +87,7 @@ def load_alert(
 ) -> Alert:
     """Read verdict.json (and analysis.json) and the GitLab predefined variables."""
     env = os.environ if environ is None else environ
-    doc = files.read_json(verdict_path, what="verdict file")
-    if not isinstance(doc, dict) or doc.get("schema") != VERDICT_SCHEMA:
-        raise InputError(verdict_path, "schema", f"not a {VERDICT_SCHEMA} document", "pass the verdict.json")
-    schemas.validate(VERDICT_SCHEMA, doc, path=str(verdict_path))
-    verdict = Verdict.from_dict(doc)
+    verdict = read_verdict(verdict_path)
     analysis = None
     if analysis_path is not None:
         analysis = files.read_json(analysis_path, what="analysis file")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files
-from gatekeeper.errors import InputError
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
 
 __all__ = ["STATE_SCHEMA", "Decision", "decide", "load_state", "record", "save_state"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gatekeeper.gitlab import GitLabClient
+from gatekeeper.core.gitlab_api import GitLabClient
+from gatekeeper.evaluate.outputs import to_markdown
 from gatekeeper.notify.alert import Alert
-from gatekeeper.render import to_markdown
 
 __all__ = ["MARKER", "STATUS_NAME", "commit_status", "note_body", "publish"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gatekeeper.contract.verdict import GateResult, Outcome
 from gatekeeper.notify.alert import Alert
-from gatekeeper.verdict import GateResult, Outcome
 
 __all__ = ["HEADER_MAX", "MAX_BLOCKS", "SECTION_MAX", "build_message"]
 

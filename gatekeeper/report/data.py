@@ -9,28 +9,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files, schemas
-from gatekeeper.artifacts import Environment, StageReport, read_artifacts
-from gatekeeper.baseline import BaselineStore, RunInfo, comparability, open_store
-from gatekeeper.errors import InputError
-from gatekeeper.verdict import VERDICT_SCHEMA, Verdict
-from stages import STAGES
+from gatekeeper.contract.stage_names import STAGE_NAMES
+from gatekeeper.contract.stage_report import Environment, StageReport, read_artifacts
+from gatekeeper.contract.verdict import Verdict, read_verdict
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
+from gatekeeper.history import BaselineStore, RunInfo, comparability, open_store
 
 __all__ = [
+    "AnalysisEntry",
+    "AnalysisMatch",
     "CategoryRow",
-    "Diagnosis",
-    "Match",
     "ReportData",
     "Run",
     "category_rows",
     "collect",
     "history_points",
     "read_analysis",
-    "read_verdict",
 ]
 
 # Stages whose history is kept for trends, in pipeline order (the stage registry imports no stage).
-TREND_STAGES = tuple(STAGES)
+TREND_STAGES = STAGE_NAMES
 
 
 @dataclass(frozen=True)
@@ -49,20 +48,20 @@ class Run:
 
 
 @dataclass(frozen=True)
-class Match:
+class AnalysisMatch:
     line: int | None
     text: str
     rule: str
 
 
 @dataclass(frozen=True)
-class Diagnosis:
+class AnalysisEntry:
     """One entry of analysis.json (written by ``gatekeeper analyze --format json``)."""
 
     category: str
     known_issue: str | None
     explanation: str
-    matches: tuple[Match, ...] = ()
+    matches: tuple[AnalysisMatch, ...] = ()
     remediation: tuple[str, ...] = ()
     source: str = ""  # the log file it came from, when the analyzer said
 
@@ -85,7 +84,7 @@ class ReportData:
     baselines: Mapping[str, StageReport] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what is missing, and why, in plain words
     history: Mapping[str, tuple[Run, ...]] = field(default_factory=dict)  # stage -> oldest..newest incl. this run
-    diagnoses: tuple[Diagnosis, ...] = ()
+    diagnoses: tuple[AnalysisEntry, ...] = ()
 
     @property
     def channel(self) -> str:
@@ -94,18 +93,7 @@ class ReportData:
         return self.environment.channel if self.environment else "stable"
 
 
-def read_verdict(path: Path) -> Verdict:
-    doc = files.read_json(path, what="verdict")
-    if not isinstance(doc, dict):
-        raise InputError(path, "", "a verdict must be a JSON object", "rerun gatekeeper evaluate")
-    schema = doc.get("schema")
-    if isinstance(schema, str) and schema.startswith("gatekeeper.verdict/") and schema != VERDICT_SCHEMA:
-        raise InputError(path, "schema", f"written by a newer gatekeeper ({schema})", "upgrade gatekeeper")
-    schemas.validate(VERDICT_SCHEMA, doc, path=str(path))
-    return Verdict.from_dict(doc)
-
-
-def read_analysis(path: Path) -> tuple[Diagnosis, ...]:
+def read_analysis(path: Path) -> tuple[AnalysisEntry, ...]:
     """analysis.json: one diagnosis object, a list of them, or {"analyses": [...]}; absent fields tolerated."""
     doc = files.read_json(path, what="failure analysis")
     items = doc.get("analyses", doc.get("results", [doc])) if isinstance(doc, dict) else doc
@@ -114,13 +102,13 @@ def read_analysis(path: Path) -> tuple[Diagnosis, ...]:
     out = []
     for item in items:
         matches = tuple(
-            Match(_int(m.get("line")), str(m.get("text", "")), str(m.get("rule", "")))
+            AnalysisMatch(_int(m.get("line")), str(m.get("text", "")), str(m.get("rule", "")))
             for m in item.get("matches") or ()
             if isinstance(m, dict)
         )
         remediation = item.get("remediation") or ()
         out.append(
-            Diagnosis(
+            AnalysisEntry(
                 category=str(item.get("category") or "unknown"),
                 known_issue=_str_or_none(item.get("known_issue")),
                 explanation=str(item.get("explanation") or ""),
@@ -266,7 +254,7 @@ def _same_run(report: StageReport, current: StageReport | None) -> bool:
 
 def history_points(runs: Sequence[Run], metric: str) -> list[tuple[str, float]]:
     """(label, value) of ``metric`` over ``runs``, skipping runs that did not measure it."""
-    from gatekeeper.metrics import resolve
+    from gatekeeper.evaluate.metrics import resolve
 
     out = []
     for run in runs:

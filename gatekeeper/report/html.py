@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from gatekeeper.report import tables
-from gatekeeper.report.data import Diagnosis, ReportData
+from gatekeeper.report.data import AnalysisEntry, ReportData
 from gatekeeper.report.plots import Plot, matplotlib_missing, report_plots
 
 __all__ = ["render_html"]
@@ -55,7 +55,7 @@ def _table(t: tables.Table, *, caption: str = "") -> str:
     return "".join(out)
 
 
-def _diagnosis(d: Diagnosis) -> str:
+def _diagnosis(d: AnalysisEntry) -> str:
     known = f" — known issue <strong>{escape(d.known_issue)}</strong>" if d.known_issue else " — not a known issue"
     parts = [f'<div class="diag"><h3>{escape(d.category)}{known}</h3>']
     if d.source:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gatekeeper.artifacts import Environment, StageReport
+from gatekeeper.contract.stage_report import Environment, StageReport
+from gatekeeper.contract.verdict import GateResult, Outcome
 from gatekeeper.report.data import ReportData, category_rows
-from gatekeeper.verdict import GateResult, Outcome
 
 __all__ = [
     "HEADLINE",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.errors import InputError
+from gatekeeper.core.errors import InputError
 from stages._stage import SkipCheck
 from stages.compat.rank import BANDWIDTH_OPS
 

@@ -209,7 +209,7 @@ def _forward_backward(
     q, k, v, mask = _inputs(gen, shape, BATCH, TOKENS)
     grad = torch.randn((BATCH, shape.heads, TOKENS, shape.head_dim), generator=gen, dtype=torch.float64)
     ref_in = [t.clone().requires_grad_() for t in (q, k, v)]
-    ref_out = _reference(*ref_in, mask, shape.causal)
+    ref_out = _reference(ref_in[0], ref_in[1], ref_in[2], mask, shape.causal)
     ref_grads = torch.autograd.grad(ref_out, ref_in, grad)
     dev_in = [t.to(device=dev, dtype=dtype).requires_grad_() for t in (q, k, v)]
     dev_mask = mask.to(dev) if mask is not None else None

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib
 import json
 import platform
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.errors import InputError
-from gatekeeper.files import atomic_write
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.files import atomic_write
 
 __all__ = ["META", "SCHEMA_VERSION", "compare", "read_meta", "save", "write_golden"]
 
@@ -90,10 +91,9 @@ def _stack(device: str) -> dict[str, Any]:
 def write_golden(directory: Path, tensors: dict[str, Any], meta: dict[str, Any]) -> Path:
     """Write the tensor file and golden.json (both atomically; the JSON last, naming the file's hash)."""
     directory.mkdir(parents=True, exist_ok=True)
-    try:
-        from safetensors.torch import save as st_save
-
-        fmt, name, data = "safetensors", "golden.safetensors", st_save(tensors)
+    try:  # an optional package: imported by name, so type checkers need no stubs for it
+        st = importlib.import_module("safetensors.torch")
+        fmt, name, data = "safetensors", "golden.safetensors", st.save(tensors)
     except ImportError:
         import io
 
@@ -183,9 +183,7 @@ def _read_tensors(directory: Path, meta: dict[str, Any]) -> dict[str, Any]:
     path = directory / meta["file"]
     data = _check_tensor_file(path, meta["sha256"])
     if meta["file"].endswith(".safetensors"):
-        from safetensors.torch import load
-
-        return load(data)
+        return importlib.import_module("safetensors.torch").load(data)
     import io
 
     import torch

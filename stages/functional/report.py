@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.files import atomic_write
+from gatekeeper.core.files import atomic_write
 
 __all__ = ["Tally", "percentile", "write_markdown"]
 

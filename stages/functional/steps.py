@@ -12,7 +12,7 @@ from typing import Any
 
 from stages.functional.report import Tally
 from stages.functional.runner import CaseRunner
-from stages.isolate import Outcome, Worker
+from stages.isolate import IsolatedOutcome, Worker
 from stages.progress import Progress
 
 __all__ = [
@@ -45,7 +45,7 @@ class Plan:
         return self.device.torch_device
 
 
-def _record_value(rec: Any, name: str, outcome: Outcome, group: str | None = None) -> Any:
+def _record_value(rec: Any, name: str, outcome: IsolatedOutcome, group: str | None = None) -> Any:
     """Record a worker call that returns {"status", "message", ...}; crashes and timeouts are failures."""
     if outcome.kind == "ok" and isinstance(outcome.value, dict) and "status" in outcome.value:
         v = outcome.value
@@ -68,7 +68,7 @@ def catalog(rec: Any, runner: CaseRunner, plan: Plan, tally: Tally) -> None:
     done = [0]
     lock = threading.Lock()  # workers finish on their own threads
 
-    def tick(i: int, _: Outcome) -> None:
+    def tick(i: int, _: IsolatedOutcome) -> None:
         with lock:
             done[0] += 1
             progress.update(done[0], cases[i].name)
@@ -95,7 +95,7 @@ def attention(rec: Any, runner: CaseRunner, plan: Plan, tally: Tally) -> dict[st
     done = [0]
     lock = threading.Lock()
 
-    def tick(i: int, _: Outcome) -> None:
+    def tick(i: int, _: IsolatedOutcome) -> None:
         with lock:
             done[0] += 1
             progress.update(done[0], todo[i].name)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.stats import theil_sen_slope
+from gatekeeper.stats.compare import theil_sen_slope
 
 __all__ = ["decay", "growth_mb_per_hour", "read_series"]
 

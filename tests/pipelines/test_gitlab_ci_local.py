@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from gatekeeper import proc
+from gatekeeper.core import proc
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = ROOT / ".ci-tools" / "node_modules" / ".bin"

@@ -1,0 +1,159 @@
+"""Render a Verdict for its readers: verdict.md (merge request), gates.junit.xml
+(GitLab's MR test widget), metrics.txt (GitLab's metrics report) and the banner."""
+
+from __future__ import annotations
+
+import re
+
+from gatekeeper.contract.stage_report import junit_bytes
+from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
+
+__all__ = ["banner", "to_junit", "to_markdown", "to_metrics_txt"]
+
+_ICON = {
+    Outcome.PASS: "✅ pass",
+    Outcome.WARN: "⚠️ warn",
+    Outcome.FAIL: "❌ fail",
+    Outcome.INCONCLUSIVE: "❔ inconclusive",
+    Outcome.WAIVED: "🏷️ waived",
+    Outcome.SKIPPED: "⏭️ skipped",
+}
+_HEADLINE = {"pass": "✅ PASSED", "warn": "⚠️ PASSED WITH WARNINGS", "blocked": "⛔ BLOCKED"}
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "—"
+    text = f"{value:.4g}"
+    return f"{text} {unit}".strip() if unit and unit not in ("ratio", "bool") else text
+
+
+def _change(change: float | None) -> str:
+    return "—" if change is None else f"{change * 100:+.1f}%"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _order(g: GateResult) -> int:
+    if g.blocking:
+        return 0
+    return {Outcome.FAIL: 1, Outcome.WARN: 2, Outcome.INCONCLUSIVE: 3, Outcome.WAIVED: 4, Outcome.PASS: 5}.get(
+        g.outcome, 6
+    )
+
+
+def to_markdown(v: Verdict) -> str:
+    ctx = v.context
+    env = v.environment
+    where = ctx.get("tag") or (
+        f"!{ctx['mr_iid']} → {ctx.get('target_branch')}" if ctx.get("mr_iid") else ctx.get("ref")
+    )
+    device = env.get("gfx_arch") or env.get("compute_capability") or env.get("device_kind", "?")
+    lines = [
+        f"## gatekeeper: {_HEADLINE[v.result]}",
+        "",
+        v.summary,
+        "",
+        f"channel **{v.channel}** · torch `{env.get('torch_version', '?')}` · device `{env.get('device_name') or '?'}` "
+        f"(`{device}`) · ROCm `{env.get('rocm_version') or '—'}`" + (f" · {where}" if where else ""),
+        "",
+        "| gate | outcome | value | rule | baseline | change | why |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for g in sorted(v.gates, key=_order):
+        name = f"**{g.name}**" if g.blocking else g.name
+        tag = " (advisory)" if g.severity == "advisory" else (" (shadow)" if g.mode == "shadow" else "")
+        lines.append(
+            f"| {name}{tag} | {_ICON[g.outcome]} | {_num(g.value, g.unit)} | `{_cell(g.rule)}` | "
+            f"{_num(g.baseline_value, g.unit)} | {_change(g.change)} | {_cell(g.reason)} |"
+        )
+    if v.waived_checks:
+        lines += ["", f"**Waived checks ({len(v.waived_checks)})**", ""]
+        for w in v.waived_checks[:30]:
+            ticket = f", {w.waiver.get('ticket')}" if w.waiver.get("ticket") else ""
+            owner = f"{w.waiver['owner']}{ticket}, until {w.waiver['expires']}"
+            lines.append(f"- `{w.stage}.{w.check}`: {w.waiver['reason']} ({owner})")
+    if v.expired_waivers:
+        lines += ["", "**Expired waivers** (no longer applied)", ""]
+        lines += [f"- {w['message']}" for w in v.expired_waivers]
+    lines += [
+        "",
+        "<details><summary>Reproduce</summary>",
+        "",
+        "```sh",
+        f"gatekeeper evaluate --artifacts artifacts --gates {v.gates_file or 'gates.yaml'} "
+        f"--channel {v.channel} --out artifacts",
+        "```",
+        "",
+        "</details>",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def to_junit(v: Verdict) -> bytes:
+    from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+    suite = TestSuite("gatekeeper.gates")
+    suite.timestamp = v.generated_at
+    for g in v.gates:
+        case = TestCase(g.name, classname="gatekeeper.gates")
+        detail = f"{g.reason}\nmetric: {g.metric}\nrule: {g.rule}\nseverity: {g.severity}, mode: {g.mode}"
+        if g.blocking:
+            case.result = [Failure(g.reason[:500], "gate")]
+            case.system_out = detail
+        elif g.outcome is Outcome.PASS:
+            case.system_out = detail
+        else:
+            label = "advisory fail" if g.outcome is Outcome.FAIL else g.outcome.value
+            if g.outcome is Outcome.WAIVED and g.waiver:
+                w = g.waiver
+                label = (
+                    f"waived: {w['reason']} (owner {w['owner']}, ticket {w.get('ticket') or '—'}, until {w['expires']})"
+                )
+            case.result = [Skipped(f"{label}: {g.reason}"[:1000])]
+            case.system_out = detail
+        suite.add_testcase(case)
+    for w in v.waived_checks:
+        case = TestCase(f"{w.stage}.{w.check}", classname="gatekeeper.waived")
+        case.result = [Skipped(_waiver_text(w.waiver))]
+        case.system_out = w.message
+        suite.add_testcase(case)
+    suite.update_statistics()
+    xml = JUnitXml()
+    xml.add_testsuite(suite)
+    return junit_bytes(xml)
+
+
+def _waiver_text(w: dict) -> str:
+    return f"waived: {w['reason']} (owner {w['owner']}, ticket {w.get('ticket') or '—'}, until {w['expires']})"
+
+
+_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def to_metrics_txt(v: Verdict) -> str:
+    """GitLab metrics report: one ``name value`` line per gate value (and its baseline change)."""
+    out = [f"gatekeeper_result {({'pass': 0, 'blocked': 1, 'warn': 3})[v.result]}"]
+    for g in v.gates:
+        if g.value is None:
+            continue
+        name = _NAME.sub("_", f"gate_{g.name}")
+        out.append(f"{name} {g.value:.6g}")
+        if g.change is not None:
+            out.append(f"{name}_change_pct {g.change * 100:.3g}")
+    return "\n".join(out) + "\n"
+
+
+def banner(v: Verdict) -> str:
+    """The short text printed before a non-zero exit."""
+    if v.result == "pass":
+        return f"gatekeeper: PASSED. {v.summary}"
+    head = "BLOCKED" if v.result == "blocked" else "PASSED WITH WARNINGS"
+    gates = v.blocking_gates if v.result == "blocked" else v.warning_gates
+    lines = ["=" * 72, f"gatekeeper: {head}. {v.summary}"]
+    lines += [f"  - {g.name}: {g.reason}" for g in gates]
+    lines.append("=" * 72)
+    return "\n".join(lines)
