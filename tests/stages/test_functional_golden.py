@@ -35,7 +35,7 @@ def _compare(where: Path) -> dict:
 def _replant(where: Path, change) -> None:
     """Rewrite the golden's tensors through ``change`` (as another stack would have written them)."""
     meta = json.loads((where / golden.META).read_text())
-    tensors = torch.load(where / meta["file"], weights_only=True)
+    tensors = golden._read_tensors(where, meta)
     change(tensors)
     keep = {k: meta[k] for k in ("created_at", "stack", "config")}
     golden.write_golden(where, tensors, keep)
@@ -101,6 +101,7 @@ def test_a_golden_is_never_unpickled_beyond_tensors(tmp_path: Path) -> None:
     buf = io.BytesIO()
     torch.save({"output.0": torch.zeros(1), "evil": _Boom()}, buf, pickle_protocol=pickle.HIGHEST_PROTOCOL)
     meta = json.loads((where / golden.META).read_text())
+    meta["file"] = "golden.pt"  # the torch.save format, whichever format this machine wrote
     (where / meta["file"]).write_bytes(buf.getvalue())
     meta["sha256"] = __import__("hashlib").sha256(buf.getvalue()).hexdigest()
     (where / golden.META).write_text(json.dumps(meta))
@@ -113,6 +114,24 @@ def test_safetensors_when_installed(tmp_path: Path) -> None:
     pytest.importorskip("safetensors")
     where = _save(tmp_path)
     assert (where / "golden.safetensors").exists()
+    assert json.loads((where / golden.META).read_text())["format"] == "safetensors"
+    assert _compare(where)["cosine_min"] == 1.0
+
+
+def test_without_safetensors_the_golden_is_a_weights_only_torch_file(tmp_path: Path, monkeypatch) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def no_safetensors(name: str, *args):
+        if name.startswith("safetensors"):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args)
+
+    monkeypatch.setattr(golden.importlib, "import_module", no_safetensors)
+    where = _save(tmp_path)
+    meta = json.loads((where / golden.META).read_text())
+    assert (meta["format"], meta["file"]) == ("torch", "golden.pt")
     assert _compare(where)["cosine_min"] == 1.0
 
 
@@ -124,7 +143,7 @@ def test_safetensors_when_installed(tmp_path: Path) -> None:
         (lambda w: _edit(w, schema_version=2), "schema_version: 2 is not 1"),
         (lambda w: _edit(w, config={**CONFIG, "batch_size": 4}), "config.batch_size: the golden was made with 4"),
         (lambda w: _edit(w, file="../etc/passwd"), "is not golden.safetensors or golden.pt"),
-        (lambda w: (w / "golden.pt").write_bytes(b"edited"), "SHA-256 differs"),
+        (lambda w: _tensor_file(w).write_bytes(b"edited"), "SHA-256 differs"),
     ],
 )
 def test_an_unusable_golden_is_exit_2_with_one_line(tmp_path: Path, capsys, spoil, text: str) -> None:
@@ -139,6 +158,10 @@ def test_an_unusable_golden_is_exit_2_with_one_line(tmp_path: Path, capsys, spoi
     assert len(err) == 1
     assert text in err[0]
     assert "golden" in err[0]
+
+
+def _tensor_file(where: Path) -> Path:
+    return where / json.loads((where / "golden.json").read_text())["file"]
 
 
 def _edit(where: Path, **changes) -> None:
