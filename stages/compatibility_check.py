@@ -187,6 +187,9 @@ def check_collectives(ctx: StageContext, plant: str) -> None:
         elif info.is_gpu:
             why = f"{info.count} GPU(s) < world size {o.world_size}: one process per GPU is required"
             rec.skip("collectives.nccl", f"{why}; gloo on CPU instead")
+        skip_bandwidth = "--bandwidth-sizes none" if not sizes else ""
+        if info.is_gpu and backend == "gloo":  # gloo between CPU processes says nothing about this GPU's links
+            skip_bandwidth, sizes = f"no NCCL/RCCL bandwidth to measure: {why}", ()
         if plant:
             rec.log(f"  self-test: rank {plant.replace(':', ' never joins ')} (--plant-deadlock)")
         result = run_collectives(
@@ -214,7 +217,7 @@ def check_collectives(ctx: StageContext, plant: str) -> None:
         rec.metric(
             "deadlocks", float(result.deadlocks), "count", "lower", description="collectives a rank never joined"
         )
-        bandwidth = record_bandwidth(rec, result, sizes)
+        bandwidth = record_bandwidth(rec, result, sizes, skip_reason=skip_bandwidth)
         rec.summary["collectives"] = {
             "bandwidth": bandwidth,
             "backend": backend,

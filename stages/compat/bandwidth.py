@@ -115,12 +115,12 @@ def interpret(events: Sequence[Sequence[dict[str, Any]]], world: int) -> tuple[l
     return points, "; ".join(problems)
 
 
-def record_bandwidth(rec: Any, result: Any, sizes: tuple[int, ...]) -> dict[str, Any]:
+def record_bandwidth(rec: Any, result: Any, sizes: tuple[int, ...], *, skip_reason: str = "") -> dict[str, Any]:
     """On a stage ``Recorder``: the check ``collectives.bandwidth`` and one busbw metric per op and size
     (None where not measured)."""
     if not sizes:
-        rec.skip("collectives.bandwidth", "--bandwidth-sizes none")
-        return {}
+        rec.skip("collectives.bandwidth", skip_reason or "--bandwidth-sizes none")
+        return {"skipped": skip_reason or "--bandwidth-sizes none"}
     measured = {p.metric: p for p in result.bandwidth}
     for op in BANDWIDTH_OPS:
         for size in sizes:

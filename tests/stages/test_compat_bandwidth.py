@@ -13,7 +13,8 @@ from gatekeeper.contract.verdict import Outcome
 from gatekeeper.core.errors import InputError
 from gatekeeper.evaluate.decide import Inputs, evaluate
 from gatekeeper.evaluate.gates import parse_gates
-from stages._stage import Recorder
+from stages import compatibility_check
+from stages._stage import CommonOptions, Recorder, StageContext
 from stages.compat.bandwidth import (
     BANDWIDTH_OPS,
     CPU_SIZES_MB,
@@ -25,6 +26,7 @@ from stages.compat.bandwidth import (
     record_bandwidth,
 )
 from stages.compat.collectives import CollectiveResult, CollectivesRun, run_collectives
+from stages.device import DeviceInfo
 from tests.conftest import REPO
 from tests.support.builders import env, report
 
@@ -119,6 +121,10 @@ def test_a_broken_collective_check_skips_the_bandwidth_with_the_reason() -> None
     assert rec.checks[0].status == "skipped"
     assert rec.checks[0].message == "--bandwidth-sizes none"
     assert not rec.metrics
+    rec = Recorder("compatibility_check")
+    record_bandwidth(rec, _run(), (), skip_reason="no NCCL/RCCL bandwidth to measure: 1 GPU(s) < world size 2")
+    assert rec.checks[0].status == "skipped"
+    assert "1 GPU(s)" in rec.checks[0].message
 
 
 @pytest.mark.slow
@@ -170,3 +176,34 @@ def test_the_bandwidth_gate_is_not_judged_on_cpu() -> None:
     (gate,) = evaluate(Inputs(gates=gates, reports={"compatibility_check": cpu}, channel="stable",
                               today=dt.date(2026, 12, 3))).gates  # fmt: skip
     assert gate.outcome == Outcome.SKIPPED
+
+
+def _stage_ctx(tmp_path: Path, device: DeviceInfo, sizes: str = "auto") -> StageContext:
+    opts = compatibility_check.Options(bandwidth_sizes=sizes)
+    common = CommonOptions(out=tmp_path)
+    return StageContext("compatibility_check", common, opts, device, env(), Recorder("compatibility_check"))
+
+
+def test_gpu_runner_with_gloo_fallback_skips_the_bandwidth(tmp_path: Path, monkeypatch) -> None:
+    seen = {}
+
+    def fake_run(**kw):
+        seen.update(kw)
+        return _run()
+
+    monkeypatch.setattr(compatibility_check, "run_collectives", fake_run)
+    one_gpu = DeviceInfo("cuda", "cuda:0", "H100", count=1)
+    ctx = _stage_ctx(tmp_path, one_gpu)
+    compatibility_check.check_collectives(ctx, "")
+    assert seen["backend"] == "gloo"
+    assert seen["bandwidth_mb"] == ()  # not even timed
+    check = next(c for c in ctx.rec.checks if c.name == "collectives.bandwidth")
+    assert check.status == "skipped"
+    assert "no NCCL/RCCL bandwidth to measure: 1 GPU(s) < world size 2" in check.message
+
+    two_gpus = DeviceInfo("cuda", "cuda:0", "H100", count=2)
+    compatibility_check.check_collectives(_stage_ctx(tmp_path, two_gpus), "")
+    assert seen["backend"] == "nccl"
+    assert seen["bandwidth_mb"] == GPU_SIZES_MB
+    compatibility_check.check_collectives(_stage_ctx(tmp_path, DeviceInfo("cpu", "cpu")), "")
+    assert seen["bandwidth_mb"] == CPU_SIZES_MB
