@@ -6,11 +6,9 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from gatekeeper.contract.stage_report import Metric, read_stage, write_stage
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
@@ -23,9 +21,9 @@ from gatekeeper.kernel_cache.key import (
     export_lines,
     link_inductor_headers,
 )
-from gatekeeper.kernel_cache.usage import CacheStats, begin, collect_stats, parse_size, prune
+from gatekeeper.kernel_cache.usage import add_to_stage_report, begin, collect_stats, parse_size, prune
 
-__all__ = ["env_command", "key_command", "prune_command", "stage_metrics", "stats_command"]
+__all__ = ["add_parser", "env_command", "key_command", "prune_command", "stats_command"]
 
 
 def _stdout(out: TextIO | None) -> TextIO:
@@ -64,33 +62,6 @@ def env_command(
         print(f"gatekeeper: cache: {link_inductor_headers(base)}", file=sys.stderr)
     _stdout(out).write(json.dumps(variables, indent=2) + "\n" if as_json else export_lines(variables))
     return ExitCode.PASS
-
-
-def stage_metrics(stats: CacheStats) -> dict[str, Metric]:
-    metrics = {
-        "kernel_cache_bytes": Metric.of(stats.total_bytes, "bytes", "none", description="kernel cache size at job end"),
-        "kernel_cache_files": Metric.of(stats.total_files, "files", "none"),
-        "kernel_cache_corrupt_entries": Metric.of(len(stats.corrupt), "files", "lower"),
-    }
-    if stats.used is not None:
-        metrics["kernel_cache_entries_used"] = Metric.of(
-            stats.used, "files", "higher", description="cache entries read by this job"
-        )
-    if stats.created is not None:
-        metrics["kernel_cache_entries_created"] = Metric.of(
-            stats.created, "files", "lower", description="cache entries written by this job"
-        )
-    return metrics
-
-
-def _into_stage(stage_json: Path, stats: CacheStats) -> str:
-    if not stage_json.is_file():
-        return f"{stage_json} not found (the stage wrote no report); cache metrics not added"
-    report = read_stage(stage_json)
-    merged = {**report.metrics, **stage_metrics(stats)}
-    summary = {**report.summary, "kernel_cache": stats.to_dict()}
-    write_stage(replace(report, metrics=merged, summary=summary), stage_json.parent)
-    return f"cache metrics added to {stage_json}"
 
 
 def _human(n: float) -> str:
@@ -135,7 +106,7 @@ def stats_command(
         created = stats.created if stats.created is not None else "unknown"
         _stdout(out).write(f"  this job: entries used {used}, created {created}; corrupt {len(corrupt)}\n")
     if into:
-        _stdout(out).write(f"gatekeeper: cache: {_into_stage(Path(into), stats)}\n")
+        _stdout(out).write(f"gatekeeper: cache: {add_to_stage_report(Path(into), stats)}\n")
     return ExitCode.PASS
 
 

@@ -3,6 +3,11 @@
 For merge requests: the baseline is what the target branch's last green
 pipeline measured. Two routes through the REST API:
 
+The branch: ``gitlab:BRANCH``, else ``GATEKEEPER_PROTECTED_BRANCH`` (set by the CI
+component), else the merge request's target branch, else the default branch. The
+stage results are read at ``$GATEKEEPER_BASELINE_ARTIFACTS/<stage>.json`` (default
+``artifacts``; the component uses ``artifacts/<channel>``).
+
 - with a token that may list pipelines (``GATEKEEPER_GITLAB_TOKEN``, sent as
   ``PRIVATE-TOKEN``): successful pipelines of the branch, newest first, their
   successful jobs, and ``artifacts/<stage>.json`` of each (by path, else
@@ -67,9 +72,15 @@ class GitLabStore:
     def from_env(cls, location: str = "", environ: Mapping[str, str] | None = None) -> GitLabStore:
         env = os.environ if environ is None else environ
         missing = [v for v in ("CI_API_V4_URL", "CI_PROJECT_ID") if not env.get(v)]
-        branch = location or env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME") or env.get("CI_DEFAULT_BRANCH")
+        # The CI component sets GATEKEEPER_PROTECTED_BRANCH: every pipeline compares with that branch.
+        branch = (
+            location
+            or env.get("GATEKEEPER_PROTECTED_BRANCH")
+            or env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
+            or env.get("CI_DEFAULT_BRANCH")
+        )
         if not branch:
-            missing.append("CI_MERGE_REQUEST_TARGET_BRANCH_NAME or CI_DEFAULT_BRANCH")
+            missing.append("GATEKEEPER_PROTECTED_BRANCH, CI_MERGE_REQUEST_TARGET_BRANCH_NAME or CI_DEFAULT_BRANCH")
         if missing:
             raise InputError(
                 None, "--baseline gitlab:", f"{', '.join(missing)} not set",
@@ -82,7 +93,10 @@ class GitLabStore:
         else:
             header = None
         jobs = [j.strip() for j in env.get("GATEKEEPER_BASELINE_JOBS", "").split(",") if j.strip()]
-        return cls(env["CI_API_V4_URL"], env["CI_PROJECT_ID"], str(branch), header, job_names=jobs)
+        artifacts_dir = env.get("GATEKEEPER_BASELINE_ARTIFACTS") or "artifacts"
+        return cls(
+            env["CI_API_V4_URL"], env["CI_PROJECT_ID"], str(branch), header, job_names=jobs, artifacts_dir=artifacts_dir
+        )
 
     # -- HTTP -----------------------------------------------------------------
 
@@ -133,7 +147,10 @@ class GitLabStore:
             return None
         try:
             with zipfile.ZipFile(io.BytesIO(body)) as zf:
-                member = next((n for n in zf.namelist() if n.rsplit("/", 1)[-1] == f"{stage}.json"), None)
+                names = zf.namelist()
+                # the path the stage wrote first; any <stage>.json only when that is absent
+                anywhere = (n for n in names if n.rsplit("/", 1)[-1] == f"{stage}.json")
+                member = name if name in names else next(anywhere, None)
                 return self._report_from(zf.read(member), f"job {job['id']} {member}") if member else None
         except zipfile.BadZipFile:
             self.why_missing = f"job {job['id']} artifacts are not a zip archive"
