@@ -64,6 +64,8 @@ class Evidence:
     counts: dict[str, int] = field(default_factory=dict)
     sources: dict[str, int] = field(default_factory=dict)  # source -> lines read
     tails: dict[str, list[str]] = field(default_factory=dict)
+    # rule id -> (source number, line) of its last match, uncapped: "what came last before the exit"
+    last: dict[str, tuple[int, int]] = field(default_factory=dict)
     bytes_read: int = 0
 
 
@@ -107,6 +109,7 @@ class Classifier:
         self.chunk_bytes = chunk_bytes
         self.evidence = Evidence()
         self._order = 0
+        self._source_no = 0
         self._index, self._unfiltered = _build_index(self.rules)
         self._automaton = _automaton([kw for kw, _ in self._index])
 
@@ -137,6 +140,7 @@ class Classifier:
         """Read ``stream`` to its end, recording matches under ``source``."""
         ev = self.evidence
         ev.sources[source] = ev.sources.get(source, 0)
+        self._source_no = list(ev.sources).index(source)
         tail: deque[bytes] = deque(maxlen=max(self.tail, self.context, 20))
         rest = b""
         try:
@@ -208,6 +212,7 @@ class Classifier:
     ) -> None:
         ev = self.evidence
         ev.counts[rule.id] = ev.counts.get(rule.id, 0) + 1
+        ev.last[rule.id] = (self._source_no, lineno)
         stored = ev.matches.setdefault(rule.id, [])
         if len(stored) >= self.per_rule:
             return

@@ -121,8 +121,10 @@ def diagnose(
     env = dict(environment or {})
     matched = [rules.by_id(rid) for rid in evidence.matches if evidence.matches[rid]]
     first = {rid: ms[0].order for rid, ms in evidence.matches.items() if ms}
-    # Highest priority wins; among equals, whatever appeared first in the log.
-    ranked = sorted(matched, key=lambda r: (-r.priority, first[r.id]))
+    # Highest priority wins; among equals, whatever appeared first in the log. A warning-level
+    # signature (noise in many logs) followed by another signature's match is only context:
+    # the last error before the exit beats earlier noise.
+    ranked = sorted(matched, key=lambda r: (_superseded(r, matched, evidence), -r.priority, first[r.id]))
     causes = [r for r in ranked if r.category != "unknown"]
     winner: Rule | None = causes[0] if causes else (ranked[0] if ranked else None)
     category = winner.category if winner is not None else "unknown"
@@ -167,6 +169,17 @@ def diagnose(
         waiver=winner.waiver if winner is not None and category != "unknown" else None,
         rule_source=winner.source if winner is not None else None,
         excerpt=_excerpt(all_matches, evidence),
+    )
+
+
+def _superseded(rule: Rule, matched: Sequence[Rule], evidence: Evidence) -> bool:
+    """A warning rule with a later match of another (non-warning, non-unknown) signature after its last line."""
+    if not rule.warning:
+        return False
+    mine = evidence.last.get(rule.id, (0, 0))
+    return any(
+        not other.warning and other.category != "unknown" and evidence.last.get(other.id, (0, 0)) > mine
+        for other in matched
     )
 
 
