@@ -34,11 +34,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rules-only", action="store_true", help="without the learned second opinion")
     parser.add_argument("--errors", action="store_true", help="list misclassified train-split logs")
+    parser.add_argument("--split", choices=["train", "test"], action="append", help="only this split (repeatable)")
     args = parser.parse_args(argv)
     rules = load_rules()
     entries = read_index(LOGS / "index.jsonl")
     kwargs = {"model": None} if args.rules_only else {}
-    for split in ("train", "test"):
+    for split in args.split or ("train", "test"):
         pairs, deciders, wrong = [], Counter(), []
         for entry in (e for e in entries if e["split"] == split):
             d = classify_logs([LOGS / entry["file"]], rules=rules, **kwargs)

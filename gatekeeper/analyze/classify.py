@@ -28,6 +28,7 @@ __all__ = ["Classifier", "Evidence", "RuleMatch", "open_log"]
 
 CHUNK_BYTES = 2 << 20  # bounds memory: the chunk, its lowercase copy and its keyword hits
 MAX_TEXT = 400  # characters of a matched line kept in the report
+RECENT_LINES = 10  # last matched lines kept per source (the error before the exit, for the learned model)
 # (rule index, pattern, literal sets that must all be present) for one keyword of the prefilter
 Target = tuple[int, "re.Pattern[str]", tuple[tuple[bytes, ...], ...]]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
@@ -66,6 +67,7 @@ class Evidence:
     tails: dict[str, list[str]] = field(default_factory=dict)
     # rule id -> (source number, line) of its last match, uncapped: "what came last before the exit"
     last: dict[str, tuple[int, int]] = field(default_factory=dict)
+    recent: dict[str, deque[str]] = field(default_factory=dict)  # source -> its last matched lines
     bytes_read: int = 0
 
 
@@ -213,6 +215,9 @@ class Classifier:
         ev = self.evidence
         ev.counts[rule.id] = ev.counts.get(rule.id, 0) + 1
         ev.last[rule.id] = (self._source_no, lineno)
+        recent = ev.recent.setdefault(source, deque(maxlen=RECENT_LINES))
+        if not recent or recent[-1] != line[:MAX_TEXT]:
+            recent.append(line[:MAX_TEXT])
         stored = ev.matches.setdefault(rule.id, [])
         if len(stored) >= self.per_rule:
             return

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gatekeeper.analyze.classify import Evidence, RuleMatch
+from gatekeeper.analyze.learned import LearnedModel, evidence_text
 from gatekeeper.analyze.rules import Rule, RuleSet
 from gatekeeper.contract.stage_report import StageReport
 
@@ -71,6 +72,8 @@ class FailureDiagnosis:
     bundle: str | None = None
     excerpt: tuple[str, ...] = ()
     waiver_detail: Mapping[str, Any] | None = None  # the gate's waiver in gates.yaml (with --gates)
+    decided_by: str = "none"  # "rule" (a signature), "model" (the learned second opinion) or "none"
+    model: Mapping[str, Any] | None = None  # the second opinion when it was asked (no signature fired)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,8 @@ class FailureDiagnosis:
             "waiver": self.waiver,
             "waiver_detail": dict(self.waiver_detail) if self.waiver_detail is not None else None,
             "confidence": self.confidence,
+            "decided_by": self.decided_by,
+            "model": dict(self.model) if self.model is not None else None,
             "explanation": self.explanation,
             "remediation": list(self.remediation),
             "links": list(self.links),
@@ -117,7 +122,9 @@ def diagnose(
     *,
     environment: Mapping[str, Any] | None = None,
     checks: Sequence[FailedCheck] = (),
+    model: LearnedModel | None = None,
 ) -> FailureDiagnosis:
+    """The highest-ranked signature decides; when none does, ``model`` (if given) may, above its threshold."""
     env = dict(environment or {})
     matched = [rules.by_id(rid) for rid in evidence.matches if evidence.matches[rid]]
     first = {rid: ms[0].order for rid, ms in evidence.matches.items() if ms}
@@ -146,6 +153,29 @@ def diagnose(
         )
         links = ()
 
+    decided_by = "rule" if category != "unknown" else "none"
+    opinion: dict[str, Any] | None = None
+    if category == "unknown" and model is not None:
+        prediction = model.predict(evidence_text(evidence))
+        opinion = {
+            "category": prediction.category,
+            "probability": round(prediction.probability, 2),
+            "threshold": model.threshold,
+            "abstained": prediction.abstained,
+            "ranking": [{"category": c, "probability": round(p, 2)} for c, p in prediction.ranking[:3]],
+            "training_digest": model.training.get("digest"),
+        }
+        typical = next((r for r in rules.rules if r.category == prediction.category), None)
+        if not prediction.abstained and typical is not None:
+            category, decided_by = prediction.category, "model"
+            confidence = prediction.probability
+            explanation = (
+                f"No known signature matched; the learned second opinion (TF-IDF + linear model over the error "
+                f"lines) says {category} with probability {prediction.probability:.2f}. Typically: "
+                + typical.explanation
+            )
+            remediation, links = typical.remediation, typical.links
+
     order = {r.id: i for i, r in enumerate(ranked)}
     all_matches = sorted((m for ms in evidence.matches.values() for m in ms), key=lambda m: (order[m.rule], m.order))
     also_seen = tuple(
@@ -156,7 +186,7 @@ def diagnose(
     fill = _Filler(env)
     return FailureDiagnosis(
         category=category,
-        known_issue=winner.id if winner is not None and category != "unknown" else None,
+        known_issue=winner.id if winner is not None and decided_by == "rule" else None,
         confidence=round(confidence, 2),
         explanation=explanation.format_map(fill),
         remediation=tuple(step.format_map(fill) for step in remediation),
@@ -166,9 +196,11 @@ def diagnose(
         environment=env,
         failed_checks=tuple(checks),
         sources=dict(evidence.sources),
-        waiver=winner.waiver if winner is not None and category != "unknown" else None,
-        rule_source=winner.source if winner is not None else None,
+        waiver=winner.waiver if winner is not None and decided_by == "rule" else None,
+        rule_source="model" if decided_by == "model" else (winner.source if winner is not None else None),
         excerpt=_excerpt(all_matches, evidence),
+        decided_by=decided_by,
+        model=opinion,
     )
 
 

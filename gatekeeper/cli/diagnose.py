@@ -27,6 +27,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         out=args.out,
         bundle=args.bundle,
         gates=args.gates,
+        use_model=not args.no_model,
     )
     return ExitCode.PASS  # a diagnosis of any category is a success of the analysis
 
@@ -80,6 +81,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write the diagnosis here (atomically) instead of stdout")
     p.add_argument("--bundle", help="for an unknown failure, write a reproduction bundle into this directory")
     p.add_argument("--gates", help="gates.yaml: check the waivers known issues name, report the matching waiver")
+    p.add_argument(
+        "--no-model", action="store_true", help="signatures only: no learned second opinion when none matches"
+    )
     p.set_defaults(handler=_cmd_analyze)
 
     p = sub.add_parser(
