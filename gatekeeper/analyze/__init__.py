@@ -22,7 +22,7 @@ from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
 
-__all__ = ["CATEGORIES", "FORMATS", "analyze", "blocking_gates", "classify_logs", "waiver_status"]
+__all__ = ["CATEGORIES", "FORMATS", "analyze", "blocking_gates", "classify_logs", "report_text", "waiver_status"]
 
 
 def classify_logs(
@@ -59,9 +59,9 @@ def blocking_gates(artifacts: Path) -> list[FailedCheck]:
     path = artifacts / "verdict.json"
     if not path.is_file():
         return []
-    from gatekeeper.contract.verdict import Verdict
+    from gatekeeper.contract.verdict import read_verdict
 
-    verdict = Verdict.from_dict(files.read_json(path, what="verdict"))
+    verdict = read_verdict(path)
     return [FailedCheck("gate", g.name, "failed", g.reason, {}) for g in verdict.blocking_gates]
 
 
@@ -97,7 +97,10 @@ def analyze(
     gates: str | Path | None = None,
     use_model: bool = True,
 ) -> FailureDiagnosis:
-    """The whole workflow; returns the diagnosis after writing ``out`` (or stdout) and the bundle."""
+    """The whole workflow; returns the diagnosis after writing ``out`` and the bundle.
+
+    Without ``out`` nothing is written but the bundle: the caller prints ``report_text(diagnosis, fmt)``.
+    """
     rules = load_rules(known_issues)
     waivers = waiver_status(rules, gates) if gates is not None else None
     if not logs:
@@ -118,10 +121,14 @@ def analyze(
 
         diagnosis = replace(diagnosis, bundle=str(bundle))
         write_bundle(bundle, diagnosis)
-    # Logs can contain tokens (local runs are not masked like GitLab job logs): the report must not.
-    text = redact(render(diagnosis, fmt))
     if out is not None:
-        files.atomic_write(out, text)
-    else:
-        sys.stdout.write(text)
+        files.atomic_write(out, report_text(diagnosis, fmt))
     return diagnosis
+
+
+def report_text(diagnosis: FailureDiagnosis, fmt: str) -> str:
+    """The diagnosis as ``fmt`` (json, md, text), redacted.
+
+    Logs can contain tokens (local runs are not masked like GitLab job logs): the report must not.
+    """
+    return redact(render(diagnosis, fmt))

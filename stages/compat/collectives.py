@@ -82,7 +82,7 @@ def _rank_env() -> dict[str, str]:
     root = str(Path(__file__).resolve().parents[2])  # so `-m stages.compat.rank` imports this checkout
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # single host: never pick a routable interface
-    # DETAIL wraps the process group so a mismatched collective fails within milliseconds (MEASURED.md).
+    # DETAIL wraps the process group so a mismatched collective fails within milliseconds (docs/measured.md).
     env.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
     return env
 

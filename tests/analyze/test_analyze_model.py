@@ -193,3 +193,17 @@ def test_the_training_script_rebuilds_the_packaged_model(tmp_path):
         cwd=ROOT,
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_model_fields_of_analysis_json_are_in_its_schema(tmp_path):
+    from gatekeeper.contract import schemas
+    from gatekeeper.contract.analysis import ANALYSIS_SCHEMA, read_analysis
+
+    d = classify_logs([RULELESS], rules=load_rules())
+    doc = d.to_dict()
+    schemas.validate(ANALYSIS_SCHEMA, doc, path="analysis.json")
+    path = tmp_path / "analysis.json"
+    path.write_text(json.dumps(doc))
+    assert read_analysis(path).category == "gpu_hang_or_timeout"
+    with pytest.raises(InputError):
+        schemas.validate(ANALYSIS_SCHEMA, {**doc, "decided_by": "oracle"}, path="analysis.json")
