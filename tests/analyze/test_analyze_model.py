@@ -207,3 +207,19 @@ def test_the_model_fields_of_analysis_json_are_in_its_schema(tmp_path):
     assert read_analysis(path).category == "gpu_hang_or_timeout"
     with pytest.raises(InputError):
         schemas.validate(ANALYSIS_SCHEMA, {**doc, "decided_by": "oracle"}, path="analysis.json")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "invalid JSON"),
+        ('{"file": "a.log", "category": "segfault"}', "needs string file, category and split"),
+        ('{"file": "a.log", "category": "segfault", "split": "dev"}', "is not train or test"),
+    ],
+)
+def test_a_bad_index_line_is_one_clear_error(tmp_path, line, message):
+    index = tmp_path / "index.jsonl"
+    index.write_text('{"file": "b.log", "category": "segfault", "split": "train"}\n' + line + "\n")
+    with pytest.raises(InputError, match=message) as err:
+        read_index(index)
+    assert str(err.value).startswith(f"{index}:2:")
