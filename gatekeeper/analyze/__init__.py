@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gatekeeper.analyze.classify import Classifier, open_log
@@ -46,9 +46,13 @@ def classify_logs(
     for check in checks:
         # A failed check's message is evidence too (a stage may have caught the error).
         classifier.scan_text(check.message, f"{check.stage}.json#{check.name}")
-    learned = builtin_model() if model == "builtin" else model
-    if isinstance(learned, str):
-        raise ValueError(f"model must be a LearnedModel, None or 'builtin', not {model!r}")
+    learned: LearnedModel | Callable[[], LearnedModel | None] | None
+    if isinstance(model, str):
+        if model != "builtin":
+            raise ValueError(f"model must be a LearnedModel, None or 'builtin', not {model!r}")
+        learned = builtin_model  # loaded only if no signature fires
+    else:
+        learned = model
     return diagnose(
         classifier.evidence, rules, environment=environment_fingerprint(reports), checks=checks, model=learned
     )

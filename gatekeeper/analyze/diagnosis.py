@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,9 +122,13 @@ def diagnose(
     *,
     environment: Mapping[str, Any] | None = None,
     checks: Sequence[FailedCheck] = (),
-    model: LearnedModel | None = None,
+    model: LearnedModel | Callable[[], LearnedModel | None] | None = None,
 ) -> FailureDiagnosis:
-    """The highest-ranked signature decides; when none does, ``model`` (if given) may, above its threshold."""
+    """The highest-ranked signature decides; when none does, ``model`` (if given) may, above its threshold.
+
+    ``model`` may be a loader (``learned.builtin_model``): it is called only when no signature fired,
+    so a classified log never pays for loading numpy and the model file.
+    """
     env = dict(environment or {})
     matched = [rules.by_id(rid) for rid in evidence.matches if evidence.matches[rid]]
     first = {rid: ms[0].order for rid, ms in evidence.matches.items() if ms}
@@ -155,7 +159,9 @@ def diagnose(
 
     decided_by = "rule" if category != "unknown" else "none"
     opinion: dict[str, Any] | None = None
-    if category == "unknown" and model is not None:
+    if category == "unknown" and callable(model) and not isinstance(model, LearnedModel):
+        model = model()
+    if category == "unknown" and isinstance(model, LearnedModel):
         prediction = model.predict(evidence_text(evidence))
         opinion = {
             "category": prediction.category,
