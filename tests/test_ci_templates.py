@@ -196,8 +196,10 @@ def test_every_input_is_typed_documented_and_defaulted() -> None:
         {"model": "pkg.models:build", "gates": "ci/gates.yaml", "protected_branch": "rel", "stage_args": "--seed 1"},
         {"version": "1.2.3", "image": "$CI_REGISTRY/platform/gatekeeper/cpu:$GATEKEEPER_VERSION", "install": ""},
         {"functional_test_args": "--opinfo", "nightly_blocking": True, "baseline": "sqlite:h.db"},
+        {"parity": True, "device_required": True},
+        {"parity": True, "parity_golden_job": "cuda-golden"},
     ],
-    ids=["no-inputs", "gpu", "custom", "version", "per-stage"],
+    ids=["no-inputs", "gpu", "custom", "version", "per-stage", "parity", "parity-foreign-golden"],
 )
 def test_rendered_template_is_valid_gitlab_ci(inputs: dict[str, Any]) -> None:
     validate(render(_include(**inputs), ROOT))
@@ -405,3 +407,79 @@ def test_soak_duration_must_be_a_duration() -> None:
     with pytest.raises(AssertionError, match="does not match"):
         render(_include(soak_duration="24h; rm -rf /"), ROOT)
     render(_include(soak_duration="90m"), ROOT)
+
+
+# ---------------------------------------------------------------- cross-stack parity
+
+
+def _runs(job: dict[str, Any], variables: dict[str, str]) -> bool:
+    """Evaluate the job's rules for the few expressions the parity jobs use (first match wins)."""
+    env = {**job.get("variables", {}), **variables}
+    for rule in job["rules"]:
+        cond = rule.get("if")
+        if cond is None:
+            return rule.get("when", "on_success") != "never"
+        ok = False
+        for alternative in cond.split(" || "):
+            terms = [t.strip() for t in alternative.split(" && ")]
+            ok = ok or all(_term(t, env) for t in terms)
+        if ok:
+            return rule.get("when", "on_success") != "never"
+    return False
+
+
+def _term(term: str, env: dict[str, str]) -> bool:
+    m = re.fullmatch(r'\$(\w+) (==|!=) "([^"]*)"', term)
+    if m:
+        equal = env.get(m.group(1), "") == m.group(3)
+        return equal if m.group(2) == "==" else not equal
+    assert re.fullmatch(r"\$\w+", term), term
+    return bool(env.get(term[1:]))
+
+
+def test_parity_jobs_are_off_by_default(jobs: dict[str, Any]) -> None:
+    for name in ("gatekeeper:golden", "gatekeeper:parity"):
+        assert not _runs(jobs[name], {"CHANNEL": "nightly", "CI_PIPELINE_SOURCE": "push"}), name
+
+
+def test_parity_saves_a_stable_golden_and_compares_every_channel() -> None:
+    rendered = render(_include(parity=True, device_required=True, gpu_tags=["mi300"]), ROOT)
+    golden, parity = rendered["gatekeeper:golden"], rendered["gatekeeper:parity"]
+    assert _runs(golden, {"CI_PIPELINE_SOURCE": "push"})
+    save = " ".join(golden["script"])
+    assert "gatekeeper stage functional_test" in save
+    assert "--channel stable" in save
+    assert "--golden-save artifacts/golden" in save
+    assert "artifacts/golden/" in golden["artifacts"]["paths"]
+    assert golden["tags"] == parity["tags"] == ["mi300"]  # the same stack as the stage jobs
+    assert parity["parallel"]["matrix"] == [{"CHANNEL": ["stable", "nightly"]}]
+    assert parity["needs"] == [{"job": "gatekeeper:golden", "artifacts": True, "optional": True}]
+    script = "\n".join(parity["script"])
+    assert "--golden artifacts/golden" in script
+    assert '--channel "$CHANNEL"' in script
+    assert "pip install --quiet --pre --upgrade" in script  # nightly gets the nightly wheel first
+    assert script.index("--pre --upgrade") < script.index("--golden artifacts/golden")
+    assert _runs(parity, {"CHANNEL": "nightly", "CI_PIPELINE_SOURCE": "push"})
+    assert not _runs(parity, {"CHANNEL": "nightly", "CI_COMMIT_TAG": "v1", "CI_PIPELINE_SOURCE": "push"})
+    assert parity["artifacts"]["reports"]["junit"] == "artifacts/parity/*/*.junit.xml"
+
+
+def test_parity_against_another_stacks_golden_job() -> None:
+    rendered = render(_include(parity=True, parity_golden_job="cuda-golden"), ROOT)
+    assert not _runs(rendered["gatekeeper:golden"], {"CI_PIPELINE_SOURCE": "push"})  # the named job makes it
+    parity = rendered["gatekeeper:parity"]
+    assert parity["needs"] == [{"job": "cuda-golden", "artifacts": True, "optional": True}]
+    assert _runs(parity, {"CHANNEL": "stable", "CI_PIPELINE_SOURCE": "push"})
+
+
+def test_stage_jobs_still_install_the_nightly_torch(jobs: dict[str, Any]) -> None:
+    script = "\n".join(jobs["gatekeeper:functional_test"]["script"])
+    assert script.index("--pre --upgrade") < script.index('gatekeeper stage "$GATEKEEPER_STAGE"')
+
+
+def test_parity_flags_win_over_the_functional_test_args() -> None:
+    rendered = render(_include(parity=True, functional_test_args="--categories basic_math --seeds 50"), ROOT)
+    for name, flag in (("gatekeeper:golden", "--golden-save"), ("gatekeeper:parity", "--golden ")):
+        script = "\n".join(rendered[name]["script"])
+        # the same model configuration on both sides, and argparse's last --categories is ours
+        assert script.index("--categories basic_math") < script.index("--categories none") < script.index(flag)
