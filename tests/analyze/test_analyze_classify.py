@@ -66,19 +66,20 @@ def _test_split_table(s):
 
 
 def test_test_split_does_not_regress(answers):
-    # Measured once, after rules and model were frozen (benchmarks/README.md): top-1 0.78, precision
-    # of non-unknown answers 0.95. A change that loses held-out logs fails here. Failures name only
-    # figures, not files: improve rules on the train split, never on these.
+    # Measured once per round, after rules and model were frozen (benchmarks/README.md). Second round
+    # (300 logs, 97 in the test split): top-1 0.85, precision of non-unknown answers 0.96 (first
+    # round, 74 test logs: 0.78 / 0.95). A change that loses held-out logs fails here. Failures name
+    # only figures, not files: improve rules on the train split, never on these.
     s = _scores(answers, "test")
-    assert s.accuracy >= 0.75, f"top-1 {s.accuracy:.3f}\n{_test_split_table(s)}"
-    assert s.answered_precision >= 0.93, f"precision of non-unknown answers {s.answered_precision:.3f}"
+    assert s.accuracy >= 0.82, f"top-1 {s.accuracy:.3f}\n{_test_split_table(s)}"
+    assert s.answered_precision >= 0.94, f"precision of non-unknown answers {s.answered_precision:.3f}"
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 15 done-when not met on the frozen test split (top-1 0.78; recall of device_not_available "
-    "0.33, infra_error 0.20, no_binary_for_gpu 0.50): see benchmarks/README.md. Strict: remove this marker "
-    "when it passes.",
+    reason="issue 15 done-when not met on the frozen test split (second round, 97 logs: top-1 0.85; recall of "
+    "no_binary_for_gpu 0.57, infra_error 0.64): see benchmarks/README.md. Strict: remove this marker when it "
+    "passes.",
 )
 def test_test_split_meets_the_done_when_thresholds(answers):
     # Frozen before any signature was tuned; never looked at when writing rules or training.
@@ -103,7 +104,7 @@ def test_every_log_is_in_the_index_once_with_provenance():
     on_disk = {p.name for p in LOGS.iterdir() if p.suffix != ".jsonl"}
     assert on_disk == set(names)
     assert all(e["source"] and e["signature"] for e in INDEX)
-    assert sum("url" in e and "date" in e for e in INDEX) >= 177
+    assert sum("url" in e and "date" in e for e in INDEX) >= 256
     assert not list(LOGS.glob("corpus-*.jsonl"))
 
 
