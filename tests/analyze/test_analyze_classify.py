@@ -503,6 +503,22 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
             "segfault",
             "segmentation-fault",
         ),
+        # CI time limit as GitLab words it, with or without the ERROR: prefix, any duration
+        ("Job failed: execution took longer than 30m0s seconds\n", "infra_error", "ci-job-timeout"),
+        ("ERROR: Job failed: execution took longer than 2h0m0s seconds\n", "infra_error", "ci-job-timeout"),
+        # no code object for the agent's ISA as the HSA runtime and older HCC word it
+        (
+            "### HCC STATUS_CHECK Error: HSA_STATUS_ERROR_INVALID_ISA_NAME (0x1017) at mcwamp_hsa.cpp line:99\n",
+            "no_binary_for_gpu",
+            "hip-no-binary-for-gpu",
+        ),
+        ("error: HSA_ERROR_INVALID_ISA while loading the kernel\n", "no_binary_for_gpu", "hip-no-binary-for-gpu"),
+        # a Tensile library path with spaces (Windows HIP SDK)
+        (
+            "rocBLAS error: Cannot read D:\\Program Files\\AMD\\ROCm\\6.2\\bin\\rocblas\\library\\TensileLibrary.dat: No such file\n",
+            "no_binary_for_gpu",
+            "rocblas-tensile-no-kernels",
+        ),
     ],
 )
 def test_families_of_messages(rules, text, category, rule):
@@ -523,6 +539,8 @@ def test_families_of_messages(rules, text, category, rule):
         "amdgpu_device_initialize: using render node /dev/dri/renderD128\n",
         "pip: connect timeout set to 15 s (PIP_TIMEOUT); retries 5\n",
         "Killed 3 stale containers; virtual memory 12 GiB free\n",
+        "note: execution took longer than expected (12 s), consider --jobs 4\n",
+        "HSA_STATUS_ERROR_INVALID_ISAS_TOTAL=0\n",
     ],
 )
 def test_family_patterns_do_not_fire_on_harmless_lines(rules, text):
