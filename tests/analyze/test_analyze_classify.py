@@ -513,6 +513,9 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
             "hip-no-binary-for-gpu",
         ),
         ("error: HSA_ERROR_INVALID_ISA while loading the kernel\n", "no_binary_for_gpu", "hip-no-binary-for-gpu"),
+        # element mismatches as custom kernel test helpers word them
+        ("AssertionError: Number of mismatched elements: 12\n", "numerical_mismatch", "tensors-not-close"),
+        ("Mismatch at index (3, 7): out[(3, 7)] = 1.5, ref[(3, 7)] = 1.25\n", "numerical_mismatch", "tensors-not-close"),
         # a Tensile library path with spaces (Windows HIP SDK)
         (
             "rocBLAS error: Cannot read D:\\Program Files\\AMD\\ROCm\\6.2\\bin\\rocblas\\library\\TensileLibrary.dat: No such file\n",
@@ -541,6 +544,7 @@ def test_families_of_messages(rules, text, category, rule):
         "Killed 3 stale containers; virtual memory 12 GiB free\n",
         "note: execution took longer than expected (12 s), consider --jobs 4\n",
         "HSA_STATUS_ERROR_INVALID_ISAS_TOTAL=0\n",
+        "check done. Number of mismatched elements: 0\n",
     ],
 )
 def test_family_patterns_do_not_fire_on_harmless_lines(rules, text):
