@@ -515,7 +515,11 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
         ("error: HSA_ERROR_INVALID_ISA while loading the kernel\n", "no_binary_for_gpu", "hip-no-binary-for-gpu"),
         # element mismatches as custom kernel test helpers word them
         ("AssertionError: Number of mismatched elements: 12\n", "numerical_mismatch", "tensors-not-close"),
-        ("Mismatch at index (3, 7): out[(3, 7)] = 1.5, ref[(3, 7)] = 1.25\n", "numerical_mismatch", "tensors-not-close"),
+        (
+            "Mismatch at index (3, 7): out[(3, 7)] = 1.5, ref[(3, 7)] = 1.25\n",
+            "numerical_mismatch",
+            "tensors-not-close",
+        ),
         # a Tensile library path with spaces (Windows HIP SDK)
         (
             "rocBLAS error: Cannot read D:\\Program Files\\AMD\\ROCm\\6.2\\bin\\rocblas\\library\\TensileLibrary.dat: No such file\n",
