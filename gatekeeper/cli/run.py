@@ -32,6 +32,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         channel=args.channel,
         record=args.record,
+        record_blocked=args.record_blocked,
     )
     print(f"gatekeeper: wrote {args.out or args.artifacts}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
     return print_verdict(verdict)
@@ -105,7 +106,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--channel", choices=["stable", "nightly"], help="default: $GATEKEEPER_CHANNEL, else the stages' own"
     )
     p.add_argument("--out", type=Path, help="where to write the verdict (default: the artifacts directory)")
-    p.add_argument("--record", metavar="STORE", help="also keep this run's results and verdict in a history store")
+    p.add_argument(
+        "--record",
+        metavar="STORE",
+        help="also keep this run's results and verdict in a history store (only a pass or warn verdict)",
+    )
+    p.add_argument(
+        "--record-blocked", action="store_true", help="with --record: keep a blocked run too (never a baseline)"
+    )
     p.set_defaults(handler=_cmd_evaluate)
 
     p = sub.add_parser("pipeline", help="run every stage, then evaluate (the whole job on one machine)")

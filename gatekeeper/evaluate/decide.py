@@ -35,6 +35,9 @@ class Inputs:
     environ: Mapping[str, str] = field(default_factory=dict)
     generated_at: str = ""
     not_selected: frozenset[str] = frozenset()  # stages deliberately not run (pipeline --stages)
+    baseline_runs: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)  # stage -> RunInfo dict
+    warnings: tuple[str, ...] = ()  # integrity warnings found while reading the inputs
+    provenance: Mapping[str, object] = field(default_factory=dict)
 
 
 def evaluate(inputs: Inputs) -> Verdict:
@@ -48,11 +51,14 @@ def evaluate(inputs: Inputs) -> Verdict:
     results = holm_adjust(results)
     blocking = [r for r in results if r.blocking]
     warnings = [r for r in results if r.warns]
-    result = "blocked" if blocking else ("warn" if warnings else "pass")
+    result = "blocked" if blocking else ("warn" if warnings or inputs.warnings else "pass")
+    summary = _summary(results, blocking, warnings)
+    if inputs.warnings:
+        summary += f" {len(inputs.warnings)} integrity warning(s): {inputs.warnings[0]}"
     env = next(iter(inputs.reports.values())).environment.to_dict() if inputs.reports else {}
     return Verdict(
         result=result,
-        summary=_summary(results, blocking, warnings),
+        summary=summary,
         channel=inputs.channel,
         gates=tuple(results),
         context=inputs.context.to_dict(),
@@ -65,6 +71,9 @@ def evaluate(inputs: Inputs) -> Verdict:
         ),
         generated_at=inputs.generated_at,
         gates_file=inputs.gates.source,
+        baselines={k: dict(v) for k, v in inputs.baseline_runs.items()},
+        warnings=tuple(inputs.warnings),
+        provenance=dict(inputs.provenance),
     )
 
 
