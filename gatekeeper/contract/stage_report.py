@@ -20,11 +20,11 @@ from gatekeeper.core.errors import InputError
 
 __all__ = [
     "STAGE_SCHEMA",
-    "bad_numbers",
     "Check",
     "Environment",
     "Metric",
     "StageReport",
+    "bad_numbers",
     "junit_bytes",
     "read_artifacts",
     "read_stage",

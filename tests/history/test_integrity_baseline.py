@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import sqlite3
 
-import pytest
-
 from gatekeeper.contract.stage_report import Metric, write_stage
 from gatekeeper.evaluate.run import run_evaluate
 from gatekeeper.history import RunInfo, baseline_branch
