@@ -65,6 +65,11 @@ class PolicyDecision:
     allowed: bool
     may_fail: bool  # a failure does not block (merge request into an unprotected branch)
     message: str
+    protected: bool = False  # a tag, the protected branch, or a merge request into it: the gate must decide
+
+    def never_skips(self, channel: str) -> bool:
+        """Here the breaker may not short-circuit this channel's jobs: a release or a merge depends on its gate."""
+        return self.protected and channel == "stable"
 
 
 def static_policy(environ: Mapping[str, str], channel: str, protected_branch: str | None = None) -> PolicyDecision:
@@ -87,8 +92,12 @@ def static_policy(environ: Mapping[str, str], channel: str, protected_branch: st
         return PolicyDecision(
             True, True, f"policy: merge request into {target!r} (not {protected!r}): failures do not block"
         )
-    where = f"tag {tag}" if tag else f"{source or 'pipeline'} on {environ.get('CI_COMMIT_REF_NAME') or '?'}"
-    return PolicyDecision(True, False, f"policy: {channel} channel allowed ({where}); failures block")
+    ref = environ.get("CI_COMMIT_REF_NAME") or ""
+    where = f"tag {tag}" if tag else f"{source or 'pipeline'} on {ref or '?'}"
+    is_protected = bool(tag) or (
+        target == protected if source == "merge_request_event" else bool(source) and ref == protected
+    )
+    return PolicyDecision(True, False, f"policy: {channel} channel allowed ({where}); failures block", is_protected)
 
 
 # ---------------------------------------------------------------- state

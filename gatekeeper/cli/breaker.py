@@ -18,6 +18,7 @@ from gatekeeper.breaker.state import (
     static_policy,
     status,
 )
+from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import read_stage
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
@@ -54,12 +55,19 @@ def check_command(
         print(f"gatekeeper: breaker: {policy.message}", file=sys.stderr)
         return ExitCode.BLOCKED
     _stdout(out).write(f"gatekeeper: breaker: {policy.message}\n")
+    never_skip = policy.never_skips(channel)
     # A job after one the breaker skipped is skipped too: the chain of stages
     # (and the gate, which would only see missing data) stops without device time.
-    upstream = _open_markers(Path(artifacts), job) if artifacts else []
-    if upstream:
+    upstream = _open_markers(Path(artifacts), job, channel, environ) if artifacts else []
+    if upstream and never_skip:
+        print(
+            f"gatekeeper: breaker: upstream {upstream[0]}; ignored: on a tag, the protected branch or a merge "
+            "request into it the breaker never skips the stable channel",
+            file=sys.stderr,
+        )
+    elif upstream:
         print(f"gatekeeper: breaker: skipped: upstream {upstream[0]}", file=sys.stderr)
-        _write_marker(artifacts, channel, job, f"skipped after upstream {upstream[0]}")
+        _write_marker(artifacts, channel, job, f"skipped after upstream {upstream[0]}", environ)
         return ExitCode.BREAKER_OPEN
     upstream_failed = _upstream_failure(Path(artifacts or "."), after)
     if upstream_failed:
@@ -71,9 +79,16 @@ def check_command(
     if policy_only:
         return ExitCode.PASS
     decision = check(state_dir(state, environ), channel, job, _config(failures, cooldown))
+    if not decision.allowed and never_skip:
+        _stdout(out).write(
+            f"gatekeeper: breaker: {decision.message.split('; skipped without')[0]}; running anyway: on a tag, the "
+            "protected branch or a merge request into it the breaker never skips the stable channel (the gate "
+            "must decide); the result is still recorded\n"
+        )
+        return ExitCode.PASS
     if not decision.allowed:
         print(f"gatekeeper: breaker: {decision.message}", file=sys.stderr)
-        _write_marker(artifacts, channel, job, decision.message)
+        _write_marker(artifacts, channel, job, decision.message, environ)
         return ExitCode.BREAKER_OPEN
     _stdout(out).write(f"gatekeeper: breaker: {decision.message}\n")
     return ExitCode.PASS
@@ -103,23 +118,54 @@ def _upstream_failure(artifacts: Path, after: Sequence[str]) -> str | None:
     return None
 
 
-def _write_marker(artifacts: str | None, channel: str, job: str, message: str) -> None:
+MARKER_SCHEMA = "gatekeeper.breaker-skip/v1"
+MARKER_JOBS = (*STAGE_NAMES, "gate")
+
+
+def _write_marker(artifacts: str | None, channel: str, job: str, message: str, environ: Mapping[str, str]) -> None:
     if artifacts:
+        doc = {"schema": MARKER_SCHEMA, "channel": channel, "job": job, "message": message}
         files.write_json(
-            Path(artifacts) / f"{job}{MARKER_SUFFIX}",
-            {"schema": "gatekeeper.breaker-skip/v1", "channel": channel, "job": job, "message": message},
+            Path(artifacts) / f"{job}{MARKER_SUFFIX}", {**doc, "pipeline_id": environ.get("CI_PIPELINE_ID") or None}
         )
 
 
-def _open_markers(artifacts: Path, job: str) -> list[str]:
+def _open_markers(artifacts: Path, job: str, channel: str, environ: Mapping[str, str]) -> list[str]:
+    """Skip markers an upstream job of this pipeline and channel left; anything else is ignored with a warning.
+
+    A marker only says "this job was skipped"; breaker state itself is read from the state directory only.
+    """
     found = []
+    pipeline = environ.get("CI_PIPELINE_ID") or None
     for path in sorted(artifacts.glob(f"*{MARKER_SUFFIX}")):
         if path.name == f"{job}{MARKER_SUFFIX}":
             continue  # our own marker from an earlier attempt of this job
-        doc = files.read_json(path, what="breaker marker")
-        if isinstance(doc, dict) and doc.get("message"):
-            found.append(f"{doc.get('job', path.name)}: {doc['message']}")
+        try:
+            doc = files.read_json(path, what="breaker marker")
+        except InputError as err:
+            print(f"gatekeeper: breaker: warning: marker ignored: {err.line()}", file=sys.stderr)
+            continue
+        problem = _marker_problem(doc, path, channel, pipeline)
+        if problem:
+            print(f"gatekeeper: breaker: warning: marker {path} ignored: {problem}", file=sys.stderr)
+            continue
+        found.append(f"{doc['job']}: {doc['message']}")
     return found
+
+
+def _marker_problem(doc: object, path: Path, channel: str, pipeline: str | None) -> str | None:
+    if not isinstance(doc, dict) or doc.get("schema") != MARKER_SCHEMA:
+        return f"not a {MARKER_SCHEMA} marker"
+    name = path.name[: -len(MARKER_SUFFIX)]
+    if doc.get("job") != name or name not in MARKER_JOBS:
+        return f"job {doc.get('job')!r} is not the file's job {name!r} (one of {', '.join(MARKER_JOBS)})"
+    if doc.get("channel") != channel:
+        return f"written for the {doc.get('channel')!r} channel, not {channel!r}"
+    if (doc.get("pipeline_id") or None) != pipeline:
+        return f"written by pipeline {doc.get('pipeline_id')}, not this pipeline {pipeline}"
+    if not isinstance(doc.get("message"), str) or not doc["message"]:
+        return "no message"
+    return None
 
 
 def diagnosis_from_artifacts(artifacts: Path, job: str) -> str | None:
