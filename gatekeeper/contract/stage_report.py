@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 STAGE_SCHEMA = "gatekeeper.stage/v1"
-CheckStatus = Literal["passed", "failed", "error", "skipped"]
+# info: a fact worth showing (unknown memory, a set override), neither a pass nor a failure
+CheckStatus = Literal["passed", "failed", "error", "skipped", "info"]
 Better = Literal["lower", "higher", "none"]
 
 
@@ -187,7 +188,7 @@ class StageReport:
         )
 
     def counts(self) -> dict[str, int]:
-        out = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+        out = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "info": 0}
         for c in self.checks:
             out[c.status] += 1
         return out
@@ -223,6 +224,8 @@ def write_junit(report: StageReport, path: str | Path) -> Path:
             case.system_out = check.message
         elif check.status == "skipped":
             case.result = [Skipped(check.message)]
+        elif check.status == "info":
+            case.system_out = f"info (a fact, not a pass): {check.message}"
         elif check.message:
             case.system_out = check.message
         suite.add_testcase(case)
