@@ -156,7 +156,34 @@ def _evaluate_gate(
         result = judge_gate(gate, got, ref, base) if judged else _point(gate, label, got, ref.value, base)
     else:
         result = _point(gate, label, got, None, base)
+    result = _bound_skips(result, gate, inputs)
     return _apply_waivers(result, gate, active=active, expired=expired, mine=mine, reports=inputs.reports)
+
+
+def _bound_skips(result: GateResult, gate: Gate, inputs: Inputs) -> GateResult:
+    """``max_skipped``: a gate whose checks were mostly skipped has not been checked, whatever its metric says."""
+    from dataclasses import replace
+
+    if gate.max_skipped is None or result.outcome is Outcome.FAIL:
+        return result
+    if gate.junit:
+        summary = inputs.junit.get(gate.name)
+        skipped = [f"{int(summary.metric('skipped') or 0)} JUnit tests"] if summary else []
+        count = int(summary.metric("skipped") or 0) if summary else 0
+    else:
+        report = inputs.reports.get(gate.stage or "")
+        patterns = gate.skip_checks or ("*",)
+        skipped = [
+            c.name
+            for c in (report.checks if report else ())
+            if c.status == "skipped" and any(fnmatch.fnmatchcase(c.name, p) for p in patterns)
+        ]
+        count = len(skipped)
+    if count <= gate.max_skipped:
+        return result
+    names = ", ".join(skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+    reason = f"{count} checks skipped (at most {gate.max_skipped} allowed: {names}); {result.reason}"
+    return replace(result, outcome=Outcome.FAIL, reason=reason)
 
 
 def _unconverged_warmup(stage: str, reports: Mapping[str, StageReport], baselines: Mapping[str, StageReport]) -> str:

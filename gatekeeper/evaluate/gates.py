@@ -117,6 +117,8 @@ class Gate:
     alpha: float = 0.01
     min_effect: float | None = None
     description: str = ""
+    max_skipped: int | None = None  # more skipped checks than this fails the gate
+    skip_checks: tuple[str, ...] = ()  # which checks count (globs; empty: all of the stage)
 
     @property
     def stage(self) -> str | None:
@@ -240,6 +242,8 @@ def parse_gates(
                 alpha=float(g.get("alpha", 0.01)),
                 min_effect=g.get("min_effect"),
                 description=g.get("description", ""),
+                max_skipped=g.get("max_skipped"),
+                skip_checks=tuple(g.get("skip_checks", ())),
             )
         )
     names = {g.name for g in gates}
