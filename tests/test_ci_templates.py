@@ -275,8 +275,8 @@ def test_cache_is_keyed_and_inside_the_project(jobs: dict[str, Any]) -> None:
 
 
 def test_device_required_selects_gpu_runners() -> None:
-    cpu = render(_include(), ROOT)["gatekeeper:verify_hip"]
-    gpu = render(_include(device_required=True, gpu_tags=["mi300"]), ROOT)["gatekeeper:verify_hip"]
+    cpu = render(_include(device_required=False), ROOT)["gatekeeper:verify_hip"]
+    gpu = render(_include(gpu_tags=["mi300"]), ROOT)["gatekeeper:verify_hip"]  # device_required: true by default
     assert "tags" not in cpu
     assert cpu["variables"]["GATEKEEPER_REQUIRE_DEVICE"] == "0"
     assert gpu["tags"] == ["mi300"]

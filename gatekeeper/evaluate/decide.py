@@ -19,7 +19,7 @@ from gatekeeper.evaluate.gates import Gate, Gates, Waiver
 from gatekeeper.evaluate.judge import holm_adjust, judge_gate, uses_judge
 from gatekeeper.evaluate.metrics import Resolved, resolve
 
-__all__ = ["Inputs", "evaluate"]
+__all__ = ["NOT_GPU", "Inputs", "evaluate"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ def evaluate(inputs: Inputs) -> Verdict:
         for gate in inputs.gates.for_channel(inputs.channel)
     ]
     results = holm_adjust(results)
+    required = _device_required(inputs)
+    if required:
+        results.insert(0, required)
     blocking = [r for r in results if r.blocking]
     warnings = [r for r in results if r.warns]
     result = "blocked" if blocking else ("warn" if warnings or inputs.warnings else "pass")
@@ -74,6 +77,28 @@ def evaluate(inputs: Inputs) -> Verdict:
         baselines={k: dict(v) for k, v in inputs.baseline_runs.items()},
         warnings=tuple(inputs.warnings),
         provenance=dict(inputs.provenance),
+    )
+
+
+NOT_GPU = "not a GPU verdict"
+
+
+def _device_required(inputs: Inputs) -> GateResult | None:
+    """Built in, whatever gates.yaml says: a job meant for a GPU (GATEKEEPER_REQUIRE_DEVICE=1) that ran without one."""
+    if not inputs.context.require_device:
+        return None
+    kinds = {r.environment.device_kind for r in inputs.reports.values()}
+    if kinds and kinds <= {"rocm", "cuda"}:
+        return None
+    ran = ", ".join(sorted(kinds)) or "no stage ran"
+    return GateResult(
+        name="gpu-verified",
+        outcome=Outcome.FAIL,
+        reason=f"GATEKEEPER_REQUIRE_DEVICE=1 (a GPU job) but the stages ran on: {ran}; nothing was verified on a "
+        "GPU. Fix the runner (tags, device nodes) or set device_required: false for a CPU job",
+        metric="environment.device_kind",
+        rule="in (rocm, cuda)",
+        description="Built in: a job meant for a GPU must have run on one.",
     )
 
 

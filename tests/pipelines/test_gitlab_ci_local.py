@@ -288,7 +288,7 @@ def test_failing_gate_does_not_block_mr_into_other_branch(ran: dict[str, tuple[P
 def test_nightly_refused_on_tag_even_without_the_rule(tmp_path: Path) -> None:
     # Someone "simplified" the rules: the nightly job now runs on tags. The
     # breaker's static policy still refuses it before any device work.
-    inputs = {"install": "", "nightly_index_url": "none", "channels": ["nightly"]}
+    inputs = {"install": "", "nightly_index_url": "none", "channels": ["nightly"], "device_required": False}
     repo = make_repo(tmp_path, inputs, "gatekeeper:verify_hip:\n  rules: [{when: on_success}]\n")
     jobs = list_jobs(repo, CONTEXTS["tag"])
     assert jobs["gatekeeper:verify_hip: [nightly]"]["when"] == "on_success"
@@ -317,6 +317,7 @@ def test_open_breaker_skips_the_next_pipeline_without_device_work(tmp_path: Path
         "channels": ["nightly"],
         "breaker_failures": 1,
         "stage_args": "--smoke-timeout 0.001",
+        "device_required": False,  # a CPU pipeline
     }
     repo = make_repo(tmp_path, inputs, FAST)
     job = "gatekeeper:verify_hip: [nightly]"
