@@ -33,6 +33,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         channel=args.channel,
         record=args.record,
         record_blocked=args.record_blocked,
+        gates_ref=args.gates_ref,
     )
     print(f"gatekeeper: wrote {args.out or args.artifacts}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
     return print_verdict(verdict)
@@ -101,6 +102,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--artifacts", type=Path, default=Path("artifacts"), help="directory of <stage>.json (default: artifacts)"
     )
     p.add_argument("--gates", type=Path, help=GATES_HELP)
+    p.add_argument(
+        "--gates-ref",
+        metavar="REF",
+        help="apply the gates file as it is at git REF (a merge request's target branch); every difference of "
+        "this branch's copy is a named warning",
+    )
     p.add_argument("--baseline", help="baseline store: DIR, sqlite:PATH, gitlab: or git:BRANCH")
     p.add_argument(
         "--channel", choices=["stable", "nightly"], help="default: $GATEKEEPER_CHANNEL, else the stages' own"

@@ -27,6 +27,7 @@ __all__ = [
     "atomic_write",
     "dates_to_text",
     "loads_strict",
+    "parse_yaml",
     "read_json",
     "read_text",
     "read_yaml",
@@ -170,7 +171,11 @@ def _child(node: yaml.Node, key: str | int) -> yaml.Node | None:
 
 
 def read_yaml(path: str | Path, *, what: str = "YAML file") -> YamlDocument:
-    text = read_text(path, what=what)
+    return parse_yaml(read_text(path, what=what), path)
+
+
+def parse_yaml(text: str, path: str | Path) -> YamlDocument:
+    """YAML text (read from ``path``, which errors name) as a YamlDocument; a duplicated key is an error."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)

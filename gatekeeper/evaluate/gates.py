@@ -19,7 +19,17 @@ from gatekeeper.contract import schemas
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 
-__all__ = ["Condition", "Gate", "Gates", "Rule", "Waiver", "default_gates_path", "load_gates", "parse_gates"]
+__all__ = [
+    "Condition",
+    "Gate",
+    "Gates",
+    "Rule",
+    "Waiver",
+    "default_gates_path",
+    "load_gates",
+    "load_gates_text",
+    "parse_gates",
+]
 
 GATES_SCHEMA = "gatekeeper.gates/v1"
 
@@ -185,8 +195,13 @@ def default_gates_path(explicit: str | Path | None = None, cwd: Path | None = No
 
 
 def load_gates(path: str | Path) -> Gates:
-    doc = files.read_yaml(path, what="gates file")
-    return parse_gates(doc.data, path=str(path), position=doc.position, key_position=doc.key_position)
+    return load_gates_text(files.read_text(path, what="gates file"), str(path))
+
+
+def load_gates_text(text: str, source: str) -> Gates:
+    """Gates from YAML text; ``source`` names it in errors (e.g. ``main:gates.yaml``)."""
+    doc = files.parse_yaml(text, source)
+    return parse_gates(doc.data, path=source, position=doc.position, key_position=doc.key_position)
 
 
 def parse_gates(

@@ -18,7 +18,8 @@ from gatekeeper.contract.verdict import VERDICT_SCHEMA, Verdict
 from gatekeeper.core import files
 from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.evaluate.decide import Inputs, evaluate
-from gatekeeper.evaluate.gates import Gates, load_gates
+from gatekeeper.evaluate.gates import Gates, default_gates_path, load_gates_text
+from gatekeeper.evaluate.gates_diff import differences, gates_at_ref
 from gatekeeper.evaluate.outputs import to_junit, to_markdown, to_metrics_txt
 from gatekeeper.history import BASELINE_VERDICTS, RunInfo, baseline_branch, comparability, open_store
 
@@ -46,13 +47,14 @@ def run_evaluate(
     not_selected: frozenset[str] = frozenset(),
     record: str | None = None,
     record_blocked: bool = False,
+    gates_ref: str | None = None,
 ) -> Verdict:
     env = dict(os.environ if environ is None else environ)
-    gates = load_gates(gates_path)
+    gates, gates_text, gate_warnings = load_applied_gates(gates_path, gates_ref)
     reports = read_artifacts(artifacts)
     junit = read_junit(gates)
     found = load_baselines(baseline, reports, env)
-    warnings = [*found.warnings]
+    warnings = [*gate_warnings, *found.warnings]
     now = dt.datetime.now(dt.timezone.utc)
     verdict = evaluate(
         Inputs(
@@ -69,7 +71,7 @@ def run_evaluate(
             generated_at=now.isoformat(timespec="seconds"),
             not_selected=not_selected,
             warnings=tuple(warnings),
-            provenance=provenance(gates_path, artifacts),
+            provenance=provenance(gates_text, artifacts, gates_ref),
         )
     )
     write_outputs(verdict, out)
@@ -85,8 +87,36 @@ def run_evaluate(
     return verdict
 
 
-def provenance(gates_path: Path, artifacts: Path) -> dict[str, object]:
+def load_applied_gates(gates_path: Path, gates_ref: str | None) -> tuple[Gates, bytes, list[str]]:
+    """The gates to apply, their bytes, and warnings. With ``gates_ref`` (a merge request's target branch) the
+    gates file of that ref applies, and every difference of the working tree's copy is a named warning."""
+    mine_text = files.read_text(gates_path, what="gates file")
+    mine = load_gates_text(mine_text, str(gates_path))
+    if not gates_ref:
+        return mine, mine_text.encode(), []
+    builtin = default_gates_path(cwd=Path("/nonexistent-dir"))
+    local = gates_path if Path(gates_path).resolve() != builtin.resolve() else Path("gates.yaml")
+    text = gates_at_ref(gates_ref, local)
+    warnings = []
+    if text is None:
+        text = files.read_text(builtin, what="gates file")
+        source = f"built-in default gates ({gates_ref} has no {local})"
+        if Path(gates_path).resolve() != builtin.resolve():
+            warnings.append(f"{gates_ref} has no {local}: the built-in default gates apply, not this branch's")
+    else:
+        source = f"{gates_ref}:{local}"
+        if Path(gates_path).resolve() == builtin.resolve():
+            warnings.append(f"this branch deletes {local}: {gates_ref}'s {local} applies")
+    applied = load_gates_text(text, source)
+    for line in differences(applied, mine, ref=gates_ref):
+        warnings.append(f"{gates_path} differs from {source}, which applies: {line}")
+    return applied, text.encode(), warnings
+
+
+def provenance(gates_bytes: bytes, artifacts: Path, gates_ref: str | None = None) -> dict[str, object]:
     """What this verdict was computed from: gatekeeper's version, the gates file's and every artifact's sha256."""
+    import hashlib
+
     from gatekeeper import __version__
 
     arts = {
@@ -94,7 +124,12 @@ def provenance(gates_path: Path, artifacts: Path) -> dict[str, object]:
     }
     for name in ("verdict.json", "gates.junit.xml"):  # this verdict's own outputs, from an earlier evaluate
         arts.pop(name, None)
-    return {"gatekeeper_version": __version__, "gates_sha256": _sha256(gates_path), "artifacts": arts}
+    return {
+        "gatekeeper_version": __version__,
+        "gates_sha256": hashlib.sha256(gates_bytes).hexdigest(),
+        "gates_ref": gates_ref,
+        "artifacts": arts,
+    }
 
 
 def _sha256(path: Path) -> str:
