@@ -191,7 +191,7 @@ def test_a_foreign_state_file_is_an_input_error_naming_it(tmp_path: Path) -> Non
         f"{path}:schema: not a gatekeeper.breaker/v1 state file; hint: delete it or run 'gatekeeper breaker reset'"
     )
     path.write_text("[1]")
-    with pytest.raises(InputError, match="not a gatekeeper.breaker/v1 state file"):
+    with pytest.raises(InputError, match=r"not a gatekeeper\.breaker/v1 state file"):
         check(tmp_path, "stable", "gate", CFG)
     path.write_text("")
     with pytest.raises(InputError, match="empty breaker state"):
