@@ -85,7 +85,7 @@ def test_errors_from_a_file_give_line_and_column(tmp_path: Path):
         load_gates(path)
     assert err.value.line().startswith(f"{path}:4:13: gates.a.metric: 'nostage' names no stage")
     path.write_text("")
-    with pytest.raises(InputError, match="empty|expected a mapping"):
+    with pytest.raises(InputError, match=r"empty|expected a mapping"):
         load_gates(path)
 
 
@@ -167,7 +167,7 @@ def test_rule_thresholds(text, baseline, threshold):
 
 
 def test_relative_rule_without_baseline_and_describe():
-    with pytest.raises(ValueError, match="^a relative rule needs a baseline value$"):
+    with pytest.raises(ValueError, match=r"^a relative rule needs a baseline value$"):
         Rule.parse("<= +20%").threshold(None)
     assert Rule.parse("<= +20%").describe(10.0) == "<= 12 (<= +20% vs baseline 10)"
     assert Rule.parse("<= +20%").describe() == "<= +20%"
