@@ -8,7 +8,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint tools clean mutation
+.PHONY: setup demo test lint tools dist image clean mutation
 
 setup: $(VENV)/.installed
 
@@ -28,9 +28,24 @@ demo: setup
 tools:
 	bash scripts/setup_test_tools.sh
 
+# The wheel and sdist of a release, in dist/ (the tag pipeline builds and publishes the same).
+dist: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
+# The OCI image with gatekeeper preinstalled (IMAGE=cpu or rocm; ROCM_BASE_IMAGE picks the
+# rocm/pytorch base). Without docker or podman it prints "skipped: ..." and exits 0.
+IMAGE ?= cpu
+IMAGE_REPOSITORY ?= gatekeeper
+image: dist
+	sh scripts/build_image.sh $(IMAGE) $(IMAGE_REPOSITORY)
+
+# ruff (style), import-linter (the layers in pyproject.toml), mypy (annotations of gatekeeper/ and stages/)
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 test: setup tools lint
 	@# pytest exits 5 when it collected no test: here that means the suite is broken
@@ -44,4 +59,4 @@ mutation: setup
 	$(BIN)/mutmut results
 
 clean:
-	rm -rf artifacts .gatekeeper .pytest_cache .ruff_cache mutants
+	rm -rf artifacts .gatekeeper .pytest_cache .ruff_cache dist mutants

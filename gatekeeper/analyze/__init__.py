@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gatekeeper.analyze.classify import Classifier, open_log
 from gatekeeper.analyze.diagnosis import FailedCheck, FailureDiagnosis, diagnose, environment_fingerprint, failed_checks
+from gatekeeper.analyze.learned import LearnedModel, builtin_model
 from gatekeeper.analyze.render import FORMATS, render
 from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
 from gatekeeper.contract.stage_report import read_artifacts
@@ -21,7 +22,7 @@ from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
 
-__all__ = ["CATEGORIES", "FORMATS", "analyze", "blocking_gates", "classify_logs", "waiver_status"]
+__all__ = ["CATEGORIES", "FORMATS", "analyze", "blocking_gates", "classify_logs", "report_text", "waiver_status"]
 
 
 def classify_logs(
@@ -29,8 +30,13 @@ def classify_logs(
     *,
     rules: RuleSet,
     artifacts: str | Path | None = None,
+    model: LearnedModel | str | None = "builtin",
 ) -> FailureDiagnosis:
-    """Diagnose ``logs`` (paths, ``-`` for stdin; gzip accepted) plus the failed checks in ``artifacts``."""
+    """Diagnose ``logs`` (paths, ``-`` for stdin; gzip accepted) plus the failed checks in ``artifacts``.
+
+    ``model``: the learned second opinion asked when no signature fires (``"builtin"``: the packaged
+    one; ``None``: rules alone).
+    """
     reports = read_artifacts(artifacts) if artifacts is not None else {}
     checks = failed_checks(reports) + (blocking_gates(Path(artifacts)) if artifacts is not None else [])
     classifier = Classifier(rules)
@@ -40,7 +46,16 @@ def classify_logs(
     for check in checks:
         # A failed check's message is evidence too (a stage may have caught the error).
         classifier.scan_text(check.message, f"{check.stage}.json#{check.name}")
-    return diagnose(classifier.evidence, rules, environment=environment_fingerprint(reports), checks=checks)
+    learned: LearnedModel | Callable[[], LearnedModel | None] | None
+    if isinstance(model, str):
+        if model != "builtin":
+            raise ValueError(f"model must be a LearnedModel, None or 'builtin', not {model!r}")
+        learned = builtin_model  # loaded only if no signature fires
+    else:
+        learned = model
+    return diagnose(
+        classifier.evidence, rules, environment=environment_fingerprint(reports), checks=checks, model=learned
+    )
 
 
 def blocking_gates(artifacts: Path) -> list[FailedCheck]:
@@ -48,9 +63,9 @@ def blocking_gates(artifacts: Path) -> list[FailedCheck]:
     path = artifacts / "verdict.json"
     if not path.is_file():
         return []
-    from gatekeeper.contract.verdict import Verdict
+    from gatekeeper.contract.verdict import read_verdict
 
-    verdict = Verdict.from_dict(files.read_json(path, what="verdict"))
+    verdict = read_verdict(path)
     return [FailedCheck("gate", g.name, "failed", g.reason, {}) for g in verdict.blocking_gates]
 
 
@@ -84,8 +99,12 @@ def analyze(
     out: str | Path | None = None,
     bundle: str | Path | None = None,
     gates: str | Path | None = None,
+    use_model: bool = True,
 ) -> FailureDiagnosis:
-    """The whole workflow; returns the diagnosis after writing ``out`` (or stdout) and the bundle."""
+    """The whole workflow; returns the diagnosis after writing ``out`` and the bundle.
+
+    Without ``out`` nothing is written but the bundle: the caller prints ``report_text(diagnosis, fmt)``.
+    """
     rules = load_rules(known_issues)
     waivers = waiver_status(rules, gates) if gates is not None else None
     if not logs:
@@ -94,7 +113,7 @@ def analyze(
                 None, "LOG", "no log given and stdin is a terminal", "pass log files, --artifacts or a pipe"
             )
         logs = sorted(Path(artifacts).glob("*.log")) if artifacts is not None else ["-"]
-    diagnosis = classify_logs(logs, rules=rules, artifacts=artifacts)
+    diagnosis = classify_logs(logs, rules=rules, artifacts=artifacts, model="builtin" if use_model else None)
     if waivers is not None and diagnosis.waiver:
         from dataclasses import replace
 
@@ -106,10 +125,14 @@ def analyze(
 
         diagnosis = replace(diagnosis, bundle=str(bundle))
         write_bundle(bundle, diagnosis)
-    # Logs can contain tokens (local runs are not masked like GitLab job logs): the report must not.
-    text = redact(render(diagnosis, fmt))
     if out is not None:
-        files.atomic_write(out, text)
-    else:
-        sys.stdout.write(text)
+        files.atomic_write(out, report_text(diagnosis, fmt))
     return diagnosis
+
+
+def report_text(diagnosis: FailureDiagnosis, fmt: str) -> str:
+    """The diagnosis as ``fmt`` (json, md, text), redacted.
+
+    Logs can contain tokens (local runs are not masked like GitLab job logs): the report must not.
+    """
+    return redact(render(diagnosis, fmt))

@@ -28,6 +28,7 @@ __all__ = ["Classifier", "Evidence", "RuleMatch", "open_log"]
 
 CHUNK_BYTES = 2 << 20  # bounds memory: the chunk, its lowercase copy and its keyword hits
 MAX_TEXT = 400  # characters of a matched line kept in the report
+RECENT_LINES = 10  # last matched lines kept per source (the error before the exit, for the learned model)
 # (rule index, pattern, literal sets that must all be present) for one keyword of the prefilter
 Target = tuple[int, "re.Pattern[str]", tuple[tuple[bytes, ...], ...]]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
@@ -64,6 +65,9 @@ class Evidence:
     counts: dict[str, int] = field(default_factory=dict)
     sources: dict[str, int] = field(default_factory=dict)  # source -> lines read
     tails: dict[str, list[str]] = field(default_factory=dict)
+    # rule id -> (source number, line) of its last match, uncapped: "what came last before the exit"
+    last: dict[str, tuple[int, int]] = field(default_factory=dict)
+    recent: dict[str, deque[str]] = field(default_factory=dict)  # source -> its last matched lines
     bytes_read: int = 0
 
 
@@ -107,6 +111,7 @@ class Classifier:
         self.chunk_bytes = chunk_bytes
         self.evidence = Evidence()
         self._order = 0
+        self._source_no = 0
         self._index, self._unfiltered = _build_index(self.rules)
         self._automaton = _automaton([kw for kw, _ in self._index])
 
@@ -137,6 +142,7 @@ class Classifier:
         """Read ``stream`` to its end, recording matches under ``source``."""
         ev = self.evidence
         ev.sources[source] = ev.sources.get(source, 0)
+        self._source_no = list(ev.sources).index(source)
         tail: deque[bytes] = deque(maxlen=max(self.tail, self.context, 20))
         rest = b""
         try:
@@ -208,6 +214,10 @@ class Classifier:
     ) -> None:
         ev = self.evidence
         ev.counts[rule.id] = ev.counts.get(rule.id, 0) + 1
+        ev.last[rule.id] = (self._source_no, lineno)
+        recent = ev.recent.setdefault(source, deque(maxlen=RECENT_LINES))
+        if not recent or recent[-1] != line[:MAX_TEXT]:
+            recent.append(line[:MAX_TEXT])
         stored = ev.matches.setdefault(rule.id, [])
         if len(stored) >= self.per_rule:
             return

@@ -1,4 +1,4 @@
-"""What several command groups share: printing a verdict's banner and mapping it to the exit code."""
+"""What several commands share: printing a verdict's banner and mapping it to the exit code."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gatekeeper.contract.verdict import Verdict
 
-__all__ = ["print_verdict"]
+__all__ = ["GATES_HELP", "print_verdict"]
+
+GATES_HELP = "gates file (default: ./gates.yaml if present, else the built-in default gates)"
 
 
 def print_verdict(verdict: Verdict) -> int:

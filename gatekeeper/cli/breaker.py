@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -256,3 +257,82 @@ def status_command(
             f"{s.channel}/{s.job}: {s.state}{since}, {s.consecutive_failures} consecutive failure(s){diag}\n"
         )
     return ExitCode.PASS
+
+
+# --- the command line: arguments and dispatch ---
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+
+    env, common = os.environ, {"state": args.state}
+    if args.action == "check":
+        return check_command(
+            channel=args.channel,
+            job=args.job,
+            failures=args.failures,
+            cooldown=args.cooldown,
+            policy_only=args.policy_only,
+            protected_branch=args.protected_branch,
+            artifacts=args.artifacts,
+            after=args.after,
+            environ=env,
+            **common,
+        )
+    if args.action == "record":
+        return record_command(
+            channel=args.channel,
+            job=args.job,
+            failures=args.failures,
+            cooldown=args.cooldown,
+            result=args.result,
+            exit_code=args.exit_code,
+            diagnosis=args.diagnosis,
+            artifacts=args.artifacts,
+            job_url=args.job_url,
+            environ=env,
+            **common,
+        )
+    if args.action == "reset":
+        return reset_command(channel=args.channel, job=args.job, by=args.by, reason=args.reason, environ=env, **common)
+    return status_command(as_json=args.json, environ=env, **common)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("breaker", help="circuit breakers: static policy and per channel/job state")
+    acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, text in (
+        ("check", "exit 1 on a policy violation, 4 while the breaker is open"),
+        ("record", "record a job's result"),
+        ("reset", "close a breaker by hand (logged)"),
+        ("status", "show every breaker"),
+    ):
+        a = acts.add_parser(name, help=text)
+        a.add_argument("--state", help="state directory (default $GATEKEEPER_BREAKER_DIR or <cache root>/breaker)")
+        if name == "status":
+            a.add_argument("--json", action="store_true")
+            continue
+        a.add_argument("--channel", required=True, help="stable or nightly")
+        a.add_argument("--job", required=True, help="stage or job name")
+        if name == "reset":
+            a.add_argument("--by", required=True, help="who resets it")
+            a.add_argument("--reason", required=True, help="why")
+            continue
+        a.add_argument("--failures", type=int, default=3, help="consecutive failures that open it (default 3)")
+        a.add_argument("--cooldown", default="24h", help="wait before a probe run (default 24h)")
+    check = acts.choices["check"]
+    check.add_argument("--policy-only", action="store_true", help="only the static pipeline policy")
+    check.add_argument("--protected-branch", help="default $CI_DEFAULT_BRANCH or main")
+    check.add_argument(
+        "--artifacts", help="artifacts dir: an upstream job skipped by a breaker skips this one; open: leave a marker"
+    )
+    check.add_argument(
+        "--after", action="append", default=[], metavar="STAGE", help="skip (exit 4) unless STAGE passed in --artifacts"
+    )
+    rec = acts.choices["record"]
+    rec.add_argument("--result", choices=["pass", "fail"])
+    rec.add_argument("--exit-code", type=int, help="the stage's exit code (0 and 3 pass)")
+    rec.add_argument("--diagnosis", help="one line saved as the last diagnosis")
+    rec.add_argument("--artifacts", help="artifacts dir: the diagnosis is read from <job>.json")
+    rec.add_argument("--job-url", help="link shown while the breaker is open")
+    p.set_defaults(handler=_run)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from gatekeeper.contract.stage_report import Metric, read_stage, write_stage
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
@@ -22,9 +21,9 @@ from gatekeeper.kernel_cache.key import (
     export_lines,
     link_inductor_headers,
 )
-from gatekeeper.kernel_cache.usage import CacheStats, begin, collect_stats, parse_size, prune
+from gatekeeper.kernel_cache.usage import add_to_stage_report, begin, collect_stats, parse_size, prune
 
-__all__ = ["env_command", "key_command", "prune_command", "stage_metrics", "stats_command"]
+__all__ = ["add_parser", "env_command", "key_command", "prune_command", "stats_command"]
 
 
 def _stdout(out: TextIO | None) -> TextIO:
@@ -63,33 +62,6 @@ def env_command(
         print(f"gatekeeper: cache: {link_inductor_headers(base)}", file=sys.stderr)
     _stdout(out).write(json.dumps(variables, indent=2) + "\n" if as_json else export_lines(variables))
     return ExitCode.PASS
-
-
-def stage_metrics(stats: CacheStats) -> dict[str, Metric]:
-    metrics = {
-        "kernel_cache_bytes": Metric.of(stats.total_bytes, "bytes", "none", description="kernel cache size at job end"),
-        "kernel_cache_files": Metric.of(stats.total_files, "files", "none"),
-        "kernel_cache_corrupt_entries": Metric.of(len(stats.corrupt), "files", "lower"),
-    }
-    if stats.used is not None:
-        metrics["kernel_cache_entries_used"] = Metric.of(
-            stats.used, "files", "higher", description="cache entries read by this job"
-        )
-    if stats.created is not None:
-        metrics["kernel_cache_entries_created"] = Metric.of(
-            stats.created, "files", "lower", description="cache entries written by this job"
-        )
-    return metrics
-
-
-def _into_stage(stage_json: Path, stats: CacheStats) -> str:
-    if not stage_json.is_file():
-        return f"{stage_json} not found (the stage wrote no report); cache metrics not added"
-    report = read_stage(stage_json)
-    merged = {**report.metrics, **stage_metrics(stats)}
-    summary = {**report.summary, "kernel_cache": stats.to_dict()}
-    write_stage(replace(report, metrics=merged, summary=summary), stage_json.parent)
-    return f"cache metrics added to {stage_json}"
 
 
 def _human(n: float) -> str:
@@ -134,7 +106,7 @@ def stats_command(
         created = stats.created if stats.created is not None else "unknown"
         _stdout(out).write(f"  this job: entries used {used}, created {created}; corrupt {len(corrupt)}\n")
     if into:
-        _stdout(out).write(f"gatekeeper: cache: {_into_stage(Path(into), stats)}\n")
+        _stdout(out).write(f"gatekeeper: cache: {add_to_stage_report(Path(into), stats)}\n")
     return ExitCode.PASS
 
 
@@ -151,3 +123,43 @@ def prune_command(
         f"{_human(result.before_bytes)} -> {_human(result.after_bytes)} (limit {_human(limit)})\n"
     )
     return ExitCode.PASS
+
+
+# --- the command line: arguments and dispatch ---
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.action == "key":
+        return key_command(as_json=args.json)
+    if args.action == "env":
+        return env_command(root=args.root, as_json=args.json, keep_headers=args.keep_inductor_headers)
+    if args.action == "stats":
+        return stats_command(root=args.root, start=args.begin, as_json=args.json, out_file=args.out, into=args.into)
+    return prune_command(root=args.root, max_size=args.max_size)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cache", help="the compiled-kernel cache: key, env, stats, prune")
+    acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    a = acts.add_parser("key", help="print the cache key (Python, torch + git hash, HIP/CUDA, GPU archs, MIOpen)")
+    a.add_argument("--json", action="store_true", help="print the key and its fingerprint as JSON")
+    a = acts.add_parser("env", help="print export lines pointing every compiler cache under one root")
+    a.add_argument("--json", action="store_true")
+    a.add_argument("--root", help="cache root (default $GATEKEEPER_CACHE_DIR or .gatekeeper-cache)")
+    a.add_argument(
+        "--keep-inductor-headers",
+        action="store_true",
+        help="link $TMPDIR/torchinductor_$USER/precompiled_headers into the root (CI jobs, with a job-local TMPDIR)",
+    )
+    a = acts.add_parser("stats", help="sizes, file counts, entries used/created; corrupt entries moved aside")
+    a.add_argument("--root")
+    a.add_argument(
+        "--begin", action="store_true", help="snapshot at job start (entries used/created are relative to it)"
+    )
+    a.add_argument("--json", action="store_true")
+    a.add_argument("--out", help="also write the stats as JSON to this file")
+    a.add_argument("--into", metavar="STAGE_JSON", help="add kernel_cache_* metrics to this stage report")
+    a = acts.add_parser("prune", help="delete least-recently-used files until the cache fits")
+    a.add_argument("--root")
+    a.add_argument("--max-size", required=True, help="e.g. 2G, 500M")
+    p.set_defaults(handler=_run)

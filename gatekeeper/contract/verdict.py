@@ -8,11 +8,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from gatekeeper.contract import schemas
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 
-__all__ = ["VERDICT_SCHEMA", "GateResult", "Outcome", "Verdict", "WaivedCheck"]
+__all__ = ["VERDICT_SCHEMA", "GateResult", "Outcome", "Verdict", "WaivedCheck", "read_verdict", "write_verdict"]
 
 VERDICT_SCHEMA = "gatekeeper.verdict/v1"
 
@@ -156,3 +160,26 @@ class Verdict:
             warnings=tuple(d.get("warnings", ())),
             provenance=d.get("provenance", {}),
         )
+
+
+def read_verdict(path: str | Path) -> Verdict:
+    """The one strict reader of verdict.json: JSON object, this schema version, schema-valid."""
+    doc = files.read_json(path, what="verdict")
+    if not isinstance(doc, dict):
+        raise InputError(
+            path, "", "a verdict must be a JSON object", "pass the verdict.json that gatekeeper evaluate wrote"
+        )
+    schema = doc.get("schema")
+    if isinstance(schema, str) and schema.startswith("gatekeeper.verdict/") and schema != VERDICT_SCHEMA:
+        raise InputError(path, "schema", f"written by a newer gatekeeper ({schema})", "upgrade gatekeeper")
+    if schema != VERDICT_SCHEMA:
+        raise InputError(path, "schema", f"not a {VERDICT_SCHEMA} document", "pass the verdict.json")
+    schemas.validate(VERDICT_SCHEMA, doc, path=str(path))
+    return Verdict.from_dict(doc)
+
+
+def write_verdict(verdict: Verdict, path: str | Path) -> Path:
+    """Validate against the schema, then write atomically."""
+    doc = verdict.to_dict()
+    schemas.validate(VERDICT_SCHEMA, doc, path=str(path))
+    return files.write_json(path, doc)

@@ -1,4 +1,4 @@
-"""The one set of exit codes every gatekeeper command uses (DESIGN.md, "Exit codes")."""
+"""The one set of exit codes every gatekeeper command uses (README, "Exit codes")."""
 
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
 """The GitLab REST API: one requests session with timeouts, retries and token redaction.
 
-Everything gatekeeper sends to GitLab (MR notes, commit statuses, and later
+Everything gatekeeper sends to or reads from GitLab (MR notes, commit statuses,
 the GitLab baseline store) goes through ``GitLabClient``: connect and read
 timeouts on every call, retries with backoff on 429 (honouring Retry-After),
 5xx and connection errors, and error messages that never contain the token.
 
 CI_JOB_TOKEN cannot create notes or commit statuses, so writes need a project
 access token with ``api`` scope in GATEKEEPER_GITLAB_TOKEN (a masked variable),
-sent as the PRIVATE-TOKEN header.
+sent as the PRIVATE-TOKEN header. Reads of artifacts can use CI_JOB_TOKEN
+(``token_header="JOB-TOKEN"``).
 """
 
 from __future__ import annotations
@@ -47,12 +48,14 @@ class GitLabClient:
     backoff_s: float = 1.0
     session: requests.Session | None = None
     sleep: Callable[[float], None] = time.sleep
+    token_header: str = "PRIVATE-TOKEN"  # noqa: S105 - a header name; or JOB-TOKEN (CI_JOB_TOKEN: reads only)
 
     def __post_init__(self) -> None:
         self.api_url = self.api_url.rstrip("/")
         if self.session is None:
             self.session = requests.Session()
-        self.session.headers["PRIVATE-TOKEN"] = self.token
+        if self.token:
+            self.session.headers[self.token_header] = self.token
         self.session.headers["User-Agent"] = "gatekeeper"
 
     def project_path(self, project: str | int) -> str:
@@ -61,13 +64,34 @@ class GitLabClient:
 
     def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
         """JSON body of a successful call; GitLabError after the last retry."""
+        resp = self._send(method, path, json=json, params=params)
+        try:
+            return resp.json() if resp.content else None
+        except ValueError:
+            raise GitLabError(
+                self._redact(f"GitLab {method} {path} failed: HTTP {resp.status_code} but not JSON: {resp.text[:200]}"),
+                resp.status_code,
+            ) from None
+
+    def get_bytes(self, path: str, *, params: Mapping[str, Any] | None = None) -> bytes | None:
+        """The raw body of a GET (an artifact file or archive); None on 404; GitLabError otherwise."""
+        try:
+            return self._send("GET", path, params=params).content
+        except GitLabError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def _send(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
+        """The successful response, with retries on 429, 5xx and connection errors."""
+        assert self.session is not None  # set in __post_init__
         url = f"{self.api_url}{path}"
         last = ""
         status: int | None = None
         for attempt in range(self.retries + 1):
             wait = self.backoff_s * (2**attempt)
             try:
-                resp = self.session.request(method, url, json=json, params=params, timeout=self.timeout)  # type: ignore[union-attr]
+                resp = self.session.request(method, url, json=json, params=params, timeout=self.timeout)
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
                 last, status = f"{type(err).__name__}: {err}", None
             except requests.RequestException as err:  # a bad URL and the like: retrying cannot help
@@ -76,11 +100,7 @@ class GitLabClient:
             else:
                 status = resp.status_code
                 if resp.ok:
-                    try:
-                        return resp.json() if resp.content else None
-                    except ValueError:
-                        last = f"HTTP {resp.status_code} but not JSON: {resp.text[:200]}"
-                        break
+                    return resp
                 last = f"HTTP {resp.status_code}: {resp.text[:300]}"
                 if resp.status_code not in RETRY_STATUSES:
                     break
@@ -102,7 +122,7 @@ class GitLabClient:
         return items
 
     def _redact(self, text: str) -> str:
-        return redact(text, extra=[self.token])
+        return redact(text, extra=[self.token] if self.token else None)
 
 
 def _retry_after(header: str | None, default: float) -> float:

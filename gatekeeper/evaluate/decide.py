@@ -18,6 +18,7 @@ from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.evaluate.gates import Gate, Gates, Waiver
 from gatekeeper.evaluate.judge import holm_adjust, judge_gate, uses_judge
 from gatekeeper.evaluate.metrics import Resolved, resolve
+from gatekeeper.evaluate.point_gates import expand, named
 
 __all__ = ["NOT_GPU", "Inputs", "evaluate"]
 
@@ -45,10 +46,14 @@ def evaluate(inputs: Inputs) -> Verdict:
     active, expired = _split_waivers(inputs.gates.waivers, inputs.today, facts, inputs.environ)
     waived_checks = _waived_checks(active, inputs.reports)
     results = [
-        _evaluate_gate(gate, inputs, facts=facts, active=active, expired=expired, waived_checks=waived_checks)
+        named(
+            _evaluate_gate(point, inputs, facts=facts, active=active, expired=expired, waived_checks=waived_checks),
+            label,
+        )
         for gate in inputs.gates.for_channel(inputs.channel)
+        for point, label in expand(gate, inputs.reports, inputs.baselines)  # a [*] gate: one per sweep point
     ]
-    results = holm_adjust(results)
+    results = holm_adjust(results)  # across gates and sweep points alike
     required = _device_required(inputs)
     if required:
         results.insert(0, required)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gatekeeper.contract import schemas
+from gatekeeper.contract.metric_points import pattern_error
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 
@@ -226,6 +227,9 @@ def parse_gates(
                 f"gates.{name}.metric: {g['metric']!r} names no stage",
                 "write stage.metric, e.g. functional_test.op_pass_rate",
             )
+        bad_point = pattern_error(g["metric"])
+        if bad_point:
+            raise InputError(path, where(["gates", name, "metric"]), f"gates.{name}.metric: {bad_point}")
         if g.get("junit") is not None and g["metric"] not in JUNIT_METRICS:
             raise InputError(
                 path,

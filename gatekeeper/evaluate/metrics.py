@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from gatekeeper.contract.metric_points import PATTERN, SKIPPED
 from gatekeeper.contract.stage_report import StageReport
 
 __all__ = ["CHECK_COUNTS", "STATISTICS", "Resolved", "resolve"]
@@ -70,8 +71,12 @@ def resolve(metric: str, reports: Mapping[str, StageReport], waived: Collection[
     if name in report.metrics:
         m = report.metrics[name]
         if m.value is None:
-            return Resolved(None, m.unit, m.better, missing=f"{metric} was not measured in this run")
+            # A stage that skipped a metric (e.g. a sweep point) says why in its description.
+            why = f": {m.description[len(SKIPPED) :]}" if m.description.startswith(SKIPPED) else ""
+            return Resolved(None, m.unit, m.better, missing=f"{metric} was not measured in this run{why}")
         return Resolved(m.value, m.unit, m.better, samples=m.samples)
+    if PATTERN in name:  # a [*] gate with no point to expand to
+        return Resolved(None, missing=f"{stage} reported no point of {name}: this run measured no sweep")
     skipped = _skipped_check_for(report, name)
     if skipped:
         return Resolved(None, missing=f"{stage} did not measure {name}: {skipped}")

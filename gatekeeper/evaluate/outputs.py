@@ -7,8 +7,9 @@ import re
 
 from gatekeeper.contract.stage_report import junit_bytes
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
+from gatekeeper.evaluate.point_gates import SweepTable, split_results, sweep_tables
 
-__all__ = ["banner", "no_gpu_line", "to_junit", "to_markdown", "to_metrics_txt"]
+__all__ = ["banner", "no_gpu_line", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
 
 _ICON = {
     Outcome.PASS: "✅ pass",
@@ -68,17 +69,22 @@ def to_markdown(v: Verdict) -> str:
         *([f"> ⚠️ {w}" for w in v.warnings] + [""] if v.warnings else []),
         f"channel **{v.channel}** · torch `{env.get('torch_version', '?')}` · device `{env.get('device_name') or '?'}` "
         f"(`{device}`) · ROCm `{env.get('rocm_version') or '—'}`" + (f" · {where}" if where else ""),
-        "",
-        "| gate | outcome | value | rule | baseline | change | why |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for g in sorted(v.gates, key=_order):
+    plain, points = split_results(v.gates)
+    if plain or not points:
+        lines += [
+            "",
+            "| gate | outcome | value | rule | baseline | change | why |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+    for g in sorted(plain, key=_order):
         name = f"**{g.name}**" if g.blocking else g.name
         tag = " (advisory)" if g.severity == "advisory" else (" (shadow)" if g.mode == "shadow" else "")
         lines.append(
             f"| {name}{tag} | {_ICON[g.outcome]} | {_num(g.value, g.unit)} | `{_cell(g.rule)}` | "
             f"{_num(g.baseline_value, g.unit)} | {_change(g.change)} | {_cell(g.reason)} |"
         )
+    lines += sweep_markdown(points)
     if v.waived_checks:
         lines += ["", f"**Waived checks ({len(v.waived_checks)})**", ""]
         for w in v.waived_checks[:30]:
@@ -101,6 +107,43 @@ def to_markdown(v: Verdict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def sweep_markdown(points: list[GateResult], *, max_reasons: int = 20) -> list[str]:
+    """Gates on ``metric[*]`` as one table per sweep: a row per point, a column per gate; then why
+    each point that did not pass did not."""
+    lines: list[str] = []
+    for table in sweep_tables(points):
+        n = len(table.rows)
+        lines += ["", f"**Sweep** ({n} points of {', '.join(table.keys)}; each point judged on its own)", ""]
+        heads = [*table.keys, *(f"{g} (advisory)" if _advisory(table, g) else g for g in table.gates)]
+        lines += ["| " + " | ".join(_cell(h) for h in heads) + " |", "|" + " --- |" * len(heads)]
+        for point, results in table.rows:
+            cells = [_cell(point[k]) for k in table.keys]
+            for gate in table.gates:
+                r = results.get(gate)
+                cells.append("—" if r is None else _point_cell(r))
+            lines.append("| " + " | ".join(cells) + " |")
+        bad = [r for _, results in table.rows for r in results.values() if r.outcome is not Outcome.PASS]
+        if bad:
+            lines.append("")
+            lines += [
+                f"- `{r.name}` {_ICON[r.outcome]}: {_cell(r.reason)}" for r in sorted(bad, key=_order)[:max_reasons]
+            ]
+            if len(bad) > max_reasons:
+                lines.append(f"- … and {len(bad) - max_reasons} more (verdict.json has every point)")
+    return lines
+
+
+def _advisory(table: SweepTable, gate: str) -> bool:
+    return any(r.severity == "advisory" for _, results in table.rows for g, r in results.items() if g == gate)
+
+
+def _point_cell(r: GateResult) -> str:
+    text = f"{_ICON[r.outcome]} {_num(r.value, r.unit)}"
+    if r.change is not None:
+        text += f" ({_change(r.change)})"
+    return f"**{text}**" if r.blocking else text
 
 
 def to_junit(v: Verdict) -> bytes:

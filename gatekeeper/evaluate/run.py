@@ -11,10 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gatekeeper.contract import schemas
 from gatekeeper.contract.junit import JUnitSummary, expand, summarize
 from gatekeeper.contract.stage_report import StageReport, read_artifacts
-from gatekeeper.contract.verdict import VERDICT_SCHEMA, Verdict
+from gatekeeper.contract.verdict import Verdict, write_verdict
 from gatekeeper.core import files
 from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.evaluate.decide import Inputs, evaluate
@@ -216,8 +215,7 @@ def load_baselines(spec: str | None, reports: Mapping[str, StageReport], environ
 
 def write_outputs(verdict: Verdict, out: Path) -> None:
     """verdict.json, verdict.md, gates.junit.xml, metrics.txt; each written atomically."""
-    doc = verdict.to_dict()
-    schemas.validate(VERDICT_SCHEMA, doc, path=str(out / "verdict.json"))
+    verdict.to_dict()  # fails before anything is written if the verdict cannot be serialised
     rendered = {
         "verdict.md": to_markdown(verdict),
         "gates.junit.xml": to_junit(verdict),
@@ -225,4 +223,4 @@ def write_outputs(verdict: Verdict, out: Path) -> None:
     }
     for name, data in rendered.items():
         files.atomic_write(out / name, data)
-    files.write_json(out / "verdict.json", doc)  # last: its presence means the set is complete
+    write_verdict(verdict, out / "verdict.json")  # last: its presence means the set is complete

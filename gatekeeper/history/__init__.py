@@ -112,7 +112,8 @@ def comparability(baseline: StageReport, candidate: StageReport) -> str | None:
             return f"baseline ran on {name} {bv}, this run on {cv}"
     if _minor(b.rocm_version) != _minor(c.rocm_version):
         return f"baseline ran on ROCm {b.rocm_version}, this run on ROCm {c.rocm_version}"
-    for key in ("model", "batch_size", "input_shape"):
+    # "sweep": a sweep's points are compared point by point with the same sweep's, never with a single run
+    for key in ("model", "batch_size", "input_shape", "sweep"):
         if baseline.config.get(key) != candidate.config.get(key):
             return f"baseline used {key}={baseline.config.get(key)!r}, this run {key}={candidate.config.get(key)!r}"
     return None

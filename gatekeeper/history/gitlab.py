@@ -3,6 +3,11 @@
 For merge requests: the baseline is what the target branch's last green
 pipeline measured. Two routes through the REST API:
 
+The branch: ``gitlab:BRANCH``, else ``GATEKEEPER_PROTECTED_BRANCH`` (set by the CI
+component), else the merge request's target branch, else the default branch. The
+stage results are read at ``$GATEKEEPER_BASELINE_ARTIFACTS/<stage>.json`` (default
+``artifacts``; the component uses ``artifacts/<channel>``).
+
 - with a token that may list pipelines (``GATEKEEPER_GITLAB_TOKEN``, sent as
   ``PRIVATE-TOKEN``): successful pipelines of the branch, newest first, their
   successful jobs, and ``artifacts/<stage>.json`` of each (by path, else
@@ -11,10 +16,9 @@ pipeline measured. Two routes through the REST API:
   pipelines): the ref's latest successful artifacts of the named jobs
   (``GATEKEEPER_BASELINE_JOBS``, default: the stage name).
 
-Tokens go in headers only and are redacted from every message. This store
-keeps its own session rather than ``gatekeeper.core.gitlab_api.GitLabClient``: it needs
-raw bytes (artifact files and zips), 404 as "no baseline" rather than an
-error, and the JOB-TOKEN header, which that JSON client does not offer.
+Every call goes through ``gatekeeper.core.gitlab_api.GitLabClient`` (timeouts,
+retries on 429/5xx, tokens in headers only and redacted from every message); a
+404 means "no baseline here", not an error.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import requests
 
 from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.gitlab_api import GitLabClient, GitLabError
 from gatekeeper.core.redact import redact
 from gatekeeper.history import RunInfo, baseline_branch, comparability, unusable
 
@@ -53,16 +58,14 @@ class GitLabStore:
         job_names: Sequence[str] = (),
         session: requests.Session | None = None,
     ) -> None:
-        self.api_url = api_url.rstrip("/")
+        header, token = token_header or ("PRIVATE-TOKEN", "")
+        self.client = GitLabClient(api_url, token, timeout=TIMEOUT, session=session, token_header=header)
         self.project = quote(str(project_id), safe="")
         self.branch = branch
         self.artifacts_dir = artifacts_dir.strip("/")
         self.job_names = tuple(job_names)
-        self.session = session or requests.Session()
-        self._token = token_header[1] if token_header else None
-        if token_header:
-            self.session.headers[token_header[0]] = token_header[1]
-        self.private = bool(token_header and token_header[0] == "PRIVATE-TOKEN")
+        self._token = token or None
+        self.private = bool(token and header == "PRIVATE-TOKEN")
         self.why_missing = ""
         self.skipped: list[str] = []
 
@@ -70,9 +73,10 @@ class GitLabStore:
     def from_env(cls, location: str = "", environ: Mapping[str, str] | None = None) -> GitLabStore:
         env = os.environ if environ is None else environ
         missing = [v for v in ("CI_API_V4_URL", "CI_PROJECT_ID") if not env.get(v)]
+        # A merge request compares with its target branch, any other pipeline with the protected branch.
         branch = location or baseline_branch(env)
         if not branch:
-            missing.append("CI_MERGE_REQUEST_TARGET_BRANCH_NAME or CI_DEFAULT_BRANCH")
+            missing.append("GATEKEEPER_PROTECTED_BRANCH, CI_MERGE_REQUEST_TARGET_BRANCH_NAME or CI_DEFAULT_BRANCH")
         if missing:
             raise InputError(
                 None, "--baseline gitlab:", f"{', '.join(missing)} not set",
@@ -85,38 +89,37 @@ class GitLabStore:
         else:
             header = None
         jobs = [j.strip() for j in env.get("GATEKEEPER_BASELINE_JOBS", "").split(",") if j.strip()]
-        return cls(env["CI_API_V4_URL"], env["CI_PROJECT_ID"], str(branch), header, job_names=jobs)
+        artifacts_dir = env.get("GATEKEEPER_BASELINE_ARTIFACTS") or "artifacts"
+        return cls(
+            env["CI_API_V4_URL"], env["CI_PROJECT_ID"], str(branch), header, job_names=jobs, artifacts_dir=artifacts_dir
+        )
 
     # -- HTTP -----------------------------------------------------------------
 
-    def _get(self, path: str, params: Mapping[str, Any] | None = None) -> requests.Response | None:
-        """The response, None on 404; InputError (redacted) for refusals, network errors and server errors."""
-        url = f"{self.api_url}/projects/{self.project}/{path}"
+    def _get(self, path: str, params: Mapping[str, Any] | None = None) -> bytes | None:
+        """The body, None on 404; InputError (redacted) for refusals, network errors and server errors."""
         try:
-            resp = self.session.get(url, params=params, timeout=TIMEOUT)
-        except requests.RequestException as err:
-            raise self._error(f"GitLab API unreachable: {type(err).__name__}: {err}", "check CI_API_V4_URL") from None
-        if resp.status_code == 404:
-            return None
-        if resp.status_code in (401, 403):
-            raise self._error(
-                f"GitLab API refused {resp.request.method} {resp.url} ({resp.status_code})",
-                "set GATEKEEPER_GITLAB_TOKEN to a token with read_api on this project",
-            )
-        if resp.status_code >= 400:
-            raise self._error(f"GitLab API answered {resp.status_code} for {resp.url}", "retry, or use another store")
-        return resp
+            return self.client.get_bytes(f"/projects/{self.project}/{path}", params=params)
+        except GitLabError as err:
+            if err.status in (401, 403):
+                raise self._error(
+                    f"GitLab API refused GET {path} ({err.status})",
+                    "set GATEKEEPER_GITLAB_TOKEN to a token with read_api on this project",
+                ) from None
+            if err.status is None:
+                raise self._error(f"GitLab API unreachable: {err}", "check CI_API_V4_URL") from None
+            raise self._error(f"GitLab API answered {err.status} for {path}", "retry, or use another store") from None
 
     def _error(self, problem: str, hint: str) -> InputError:
         return InputError(
             None, "--baseline gitlab:", redact(problem, extra=[self._token] if self._token else None), hint
         )
 
-    def _json(self, resp: requests.Response) -> Any:
+    def _json(self, body: bytes, path: str) -> Any:
         try:
-            return resp.json()
+            return json.loads(body)
         except ValueError:
-            raise self._error(f"GitLab API answered non-JSON for {resp.url}", "check CI_API_V4_URL") from None
+            raise self._error(f"GitLab API answered non-JSON for {path}", "check CI_API_V4_URL") from None
 
     # -- finding stage results -----------------------------------------------
 
@@ -129,18 +132,21 @@ class GitLabStore:
 
     def _from_job(self, job: Mapping[str, Any], stage: str) -> StageReport | None:
         name = f"{self.artifacts_dir}/{stage}.json" if self.artifacts_dir else f"{stage}.json"
-        resp = self._get(f"jobs/{int(job['id'])}/artifacts/{quote(name)}")
-        if resp is not None:
-            return self._report_from(resp.content, f"job {job['id']} {name}")
+        body = self._get(f"jobs/{int(job['id'])}/artifacts/{quote(name)}")
+        if body is not None:
+            return self._report_from(body, f"job {job['id']} {name}")
         archive = job.get("artifacts_file") or {}
         if not archive or int(archive.get("size") or 0) > _MAX_ZIP:  # never pull a checkpoint-sized archive
             return None
-        resp = self._get(f"jobs/{int(job['id'])}/artifacts")
-        if resp is None or len(resp.content) > _MAX_ZIP:
+        body = self._get(f"jobs/{int(job['id'])}/artifacts")
+        if body is None or len(body) > _MAX_ZIP:
             return None
         try:
-            with zipfile.ZipFile(io.BytesIO(resp.content)) as zf:
-                member = next((n for n in zf.namelist() if n.rsplit("/", 1)[-1] == f"{stage}.json"), None)
+            with zipfile.ZipFile(io.BytesIO(body)) as zf:
+                names = zf.namelist()
+                # the path the stage wrote first; any <stage>.json only when that is absent
+                anywhere = (n for n in names if n.rsplit("/", 1)[-1] == f"{stage}.json")
+                member = name if name in names else next(anywhere, None)
                 return self._report_from(zf.read(member), f"job {job['id']} {member}") if member else None
         except zipfile.BadZipFile:
             self.why_missing = f"job {job['id']} artifacts are not a zip archive"
@@ -149,13 +155,14 @@ class GitLabStore:
     def _candidates_by_pipeline(self, stage: str) -> Iterator[tuple[RunInfo, StageReport]]:
         """Reports of ``stage`` from the branch's successful pipelines, newest first, fetched lazily."""
         params = {"ref": self.branch, "status": "success", "order_by": "id", "sort": "desc", "per_page": _PIPELINES}
-        resp = self._get("pipelines", params)
-        pipelines = self._json(resp) if resp is not None else []
+        body = self._get("pipelines", params)
+        pipelines = self._json(body, "pipelines") if body is not None else []
         if not pipelines:
             self.why_missing = f"no successful pipeline on {self.branch}"
         for pipeline in pipelines[:_PIPELINES]:
-            resp = self._get(f"pipelines/{int(pipeline['id'])}/jobs", {"scope[]": "success", "per_page": 100})
-            for job in self._json(resp) if resp is not None else []:
+            path = f"pipelines/{int(pipeline['id'])}/jobs"
+            body = self._get(path, {"scope[]": "success", "per_page": 100})
+            for job in self._json(body, path) if body is not None else []:
                 if self.job_names and job.get("name") not in self.job_names:
                     continue
                 report = self._from_job(job, stage)
@@ -173,8 +180,8 @@ class GitLabStore:
     def _candidates_by_ref(self, stage: str) -> Iterator[tuple[RunInfo, StageReport]]:
         name = f"{self.artifacts_dir}/{stage}.json" if self.artifacts_dir else f"{stage}.json"
         for job in self.job_names or (stage,):
-            resp = self._get(f"jobs/artifacts/{quote(self.branch, safe='')}/raw/{quote(name)}", {"job": job})
-            report = self._report_from(resp.content, f"{job} {name}") if resp is not None else None
+            body = self._get(f"jobs/artifacts/{quote(self.branch, safe='')}/raw/{quote(name)}", {"job": job})
+            report = self._report_from(body, f"{job} {name}") if body is not None else None
             if report is not None and report.stage == stage:
                 yield (
                     RunInfo(ref=self.branch, recorded_at=report.started_at, run_id=f"latest {job} of {self.branch}"),

@@ -36,7 +36,11 @@ CACHE_VARIABLES: dict[str, str] = {
     "MIOPEN_USER_DB_PATH": "miopen/db",
     "MIOPEN_CUSTOM_CACHE_DIR": "miopen/cache",
     "CUDA_CACHE_PATH": "cuda_jit",
-    "HIP_CACHE_PATH": "hip_jit",  # read by newer HIP runtimes for the code-object cache
+    # ROCm's code-object cache: comgr reads AMD_COMGR_CACHE_DIR (default
+    # $XDG_CACHE_HOME/comgr_cache, outside the project), per its comgr-env.h.
+    "AMD_COMGR_CACHE_DIR": "comgr",
+    # No reader of HIP_CACHE_PATH was found in ROCm's sources (docs/ci.md); kept, harmless.
+    "HIP_CACHE_PATH": "hip_jit",
 }
 
 

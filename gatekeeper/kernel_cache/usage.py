@@ -15,16 +15,27 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.contract.stage_report import Metric, read_stage, write_stage
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.kernel_cache.integrity import QUARANTINE
 from gatekeeper.kernel_cache.key import CACHE_VARIABLES
 
-__all__ = ["SNAPSHOT", "CacheStats", "PruneResult", "begin", "collect_stats", "parse_size", "prune"]
+__all__ = [
+    "SNAPSHOT",
+    "CacheStats",
+    "PruneResult",
+    "add_to_stage_report",
+    "begin",
+    "collect_stats",
+    "parse_size",
+    "prune",
+    "stage_metrics",
+]
 
 SNAPSHOT = ".gatekeeper-snapshot.json"
 # Files of ours inside the root that are not cache entries.
@@ -205,3 +216,31 @@ def parse_size(text: str) -> int:
     if value < 0:
         raise InputError(None, "--max-size", f"must not be negative: {text!r}", "use e.g. 500M")
     return int(value * _SIZE_UNITS[unit])
+
+
+def stage_metrics(stats: CacheStats) -> dict[str, Metric]:
+    metrics = {
+        "kernel_cache_bytes": Metric.of(stats.total_bytes, "bytes", "none", description="kernel cache size at job end"),
+        "kernel_cache_files": Metric.of(stats.total_files, "files", "none"),
+        "kernel_cache_corrupt_entries": Metric.of(len(stats.corrupt), "files", "lower"),
+    }
+    if stats.used is not None:
+        metrics["kernel_cache_entries_used"] = Metric.of(
+            stats.used, "files", "higher", description="cache entries read by this job"
+        )
+    if stats.created is not None:
+        metrics["kernel_cache_entries_created"] = Metric.of(
+            stats.created, "files", "lower", description="cache entries written by this job"
+        )
+    return metrics
+
+
+def add_to_stage_report(stage_json: Path, stats: CacheStats) -> str:
+    """Add the kernel_cache_* metrics and the stats summary to a stage report; what was done, in words."""
+    if not stage_json.is_file():
+        return f"{stage_json} not found (the stage wrote no report); cache metrics not added"
+    report = read_stage(stage_json)
+    merged = {**report.metrics, **stage_metrics(stats)}
+    summary = {**report.summary, "kernel_cache": stats.to_dict()}
+    write_stage(replace(report, metrics=merged, summary=summary), stage_json.parent)
+    return f"cache metrics added to {stage_json}"

@@ -4,13 +4,15 @@ matches, what will fail and what to do. Pure: parses texts, never runs tools."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gatekeeper.machine import archcompat
+from gatekeeper.machine.facts import Fact, Parsed, gather, parse_texts
 from gatekeeper.machine.findings import Finding
 from gatekeeper.machine.hygiene import hygiene_findings
-from gatekeeper.machine.probes import collect_env, nvidia_smi, rocm_smi, rocminfo, versions
+from gatekeeper.machine.probes import collect_env, versions
 from gatekeeper.machine.snapshot import Snapshot
 
 __all__ = ["MachineReport", "diagnose"]
@@ -26,6 +28,8 @@ class MachineReport:
     torch: dict[str, Any]
     tools: dict[str, dict[str, Any]]
     findings: tuple[Finding, ...] = field(default_factory=tuple)
+    facts: tuple[Fact, ...] = ()  # what the snapshot says, each with the file it came from
+    missing_facts: tuple[str, ...] = ()  # facts no file in the snapshot holds
 
     @property
     def has_errors(self) -> bool:
@@ -40,16 +44,59 @@ class MachineReport:
             "torch": self.torch,
             "tools": self.tools,
             "findings": [f.to_dict() for f in self.findings],
+            "facts": {f.name: f.to_dict() for f in self.facts},
+            "missing_facts": list(self.missing_facts),
         }
 
 
-def _devices(
-    info: rocminfo.RocmInfo | None,
-    smi: rocm_smi.RocmSmi | None,
-    nv: nvidia_smi.NvidiaSmi | None,
-    cenv: collect_env.CollectEnv | None,
-    torch: dict[str, Any] | None,
-) -> list[dict[str, Any]]:
+def _devices(p: Parsed, torch: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """From the first source that lists GPUs: rocminfo, torch, amd-smi, rocm-smi, nvidia-smi,
+    collect_env, the KFD topology, lspci. A device without a gfx target (or a name) gets one from
+    another source that lists as many GPUs (same machine, same order), with that source named."""
+    out = _devices_from_first(p, torch)
+    if out and any(not d.get("gfx_arch") and not d.get("compute_capability") for d in out):
+        for source, targets in _gfx_lists(p, torch):
+            if len(targets) == len(out) and all(targets):
+                for d, gfx in zip(out, targets, strict=True):
+                    if not d.get("gfx_arch") and not d.get("compute_capability"):
+                        d.update(gfx_arch=gfx, gfx_source=source)
+                break
+    if out and any(not d.get("marketing_name") for d in out):
+        for source, names in _name_lists(p):
+            if len(names) == len(out) and all(names):
+                for d, name in zip(out, names, strict=True):
+                    if not d.get("marketing_name"):
+                        d.update(marketing_name=name, name_source=source)
+                break
+    return out
+
+
+def _name_lists(p: Parsed) -> list[tuple[str, list[str | None]]]:
+    out: list[tuple[str, list[str | None]]] = [(n, [d.market_name for d in a.devices]) for n, a in p.amd_smi.items()]
+    out += [(n, [d.name for d in s.devices]) for n, s in p.rocm_smi_files.items()]
+    if p.lspci and p.lspci.gpus:
+        out.append(("lspci.txt", [g.name for g in p.lspci.gpus]))
+    return out
+
+
+def _gfx_lists(p: Parsed, torch: Mapping[str, Any] | None) -> list[tuple[str, list[str | None]]]:
+    out: list[tuple[str, list[str | None]]] = []
+    if p.rocminfo and p.rocminfo.gpus:
+        out.append(("rocminfo.txt", [g.gfx_arch for g in p.rocminfo.gpus]))
+    tdev = (torch or {}).get("devices") or []
+    if tdev:
+        out.append(("torch.json", [d.get("gfx_arch") for d in tdev if isinstance(d, dict)]))
+    for name, a in p.amd_smi.items():
+        out.append((name, [d.gfx for d in a.devices]))
+    for name, s in p.rocm_smi_files.items():
+        out.append((name, [d.gfx for d in s.devices]))
+    if p.kfd and p.kfd.gpus:
+        out.append(("kfd-topology.txt", [g.gfx for g in p.kfd.gpus]))
+    return out
+
+
+def _devices_from_first(p: Parsed, torch: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    info, smi, nv, cenv = p.rocminfo, p.rocm_smi, p.nvidia_smi, p.collect_env
     smi_devices = list(smi.devices) if smi else []
     if info and info.gpus:
         out = []
@@ -81,12 +128,26 @@ def _devices(
             }
             for t in torch["devices"]
         ]
+    amd = next((a for a in p.amd_smi.values() if a.devices), None)
+    if amd:
+        return [
+            {
+                "name": a.market_name,
+                "marketing_name": a.market_name,
+                "gfx_arch": a.gfx,
+                "compute_units": a.compute_units,
+                "chip_id": a.device_id,
+                "vram_mib": a.vram_mb,
+                "source": "amd-smi",
+            }
+            for a in amd.devices
+        ]
     if smi_devices:
         return [
             {
                 "name": s.name,
                 "marketing_name": s.card_series or s.name,
-                "gfx_arch": None,
+                "gfx_arch": s.gfx,
                 "compute_units": None,
                 "chip_id": s.device_id,
                 "temperature_c": s.temperature_c,
@@ -121,6 +182,31 @@ def _devices(
                 {"name": name, "marketing_name": name, "gfx_arch": gfx, "compute_units": None, "source": "collect_env"}
             )
         return out
+    if p.kfd and p.kfd.gpus:
+        return [
+            {
+                "name": g.get("name") or g.gfx,
+                "marketing_name": g.get("product_name"),
+                "gfx_arch": g.gfx,
+                "compute_units": None,
+                "chip_id": g.device_id,
+                "source": "kfd-topology",
+            }
+            for g in p.kfd.gpus
+        ]
+    if p.lspci and p.lspci.gpus:
+        return [
+            {
+                "name": g.name,
+                "marketing_name": g.name,
+                "gfx_arch": None,
+                "compute_units": None,
+                "chip_id": f"0x{g.device_id}" if g.device_id else None,
+                "pci_id": g.pci_id,
+                "source": "lspci",
+            }
+            for g in p.lspci.gpus
+        ]
     return []
 
 
@@ -152,6 +238,8 @@ def _torch(snapshot: Snapshot, cenv: collect_env.CollectEnv | None) -> dict[str,
 _TOOL_HINT = {
     "rocm-smi": "rocm-smi hanging usually means a wedged amdgpu driver or GPU: check `dmesg | grep -i amdgpu`, "
     "and reset the GPU or reboot the node before running jobs on it",
+    "amd-smi": "amd-smi hanging usually means a wedged amdgpu driver or GPU: check `dmesg | grep -i amdgpu`, "
+    "and reset the GPU or reboot the node before running jobs on it",
     "rocminfo": "rocminfo hanging or failing means the HSA runtime cannot start: torch will hang or see no GPU; "
     "check `dmesg | grep -i amdgpu` and /dev/kfd access",
     "torch": "importing torch or querying the GPU from torch failed: see the detail; jobs on this machine will too",
@@ -177,19 +265,12 @@ def _tool_findings(snapshot: Snapshot, amd: bool) -> list[Finding]:
 
 
 def diagnose(snapshot: Snapshot) -> MachineReport:
-    texts = snapshot.texts
-    info = rocminfo.parse(texts["rocminfo.txt"]) if "rocminfo.txt" in texts else None
-    smi = None
-    for name in ("rocm-smi.txt", "rocm-smi.json"):
-        if name in texts:
-            parsed = rocm_smi.parse(texts[name])
-            smi = parsed if smi is None else rocm_smi.merge(smi, parsed)
-    nv = nvidia_smi.parse(texts["nvidia-smi.csv"]) if "nvidia-smi.csv" in texts else None
-    cenv = collect_env.parse(texts["collect_env.txt"]) if "collect_env.txt" in texts else None
-    ver = versions.parse(texts["version"]) if "version" in texts else None
+    p = parse_texts(snapshot.texts)
+    info, smi, nv, cenv, ver = p.rocminfo, p.rocm_smi, p.nvidia_smi, p.collect_env, p.version
     torch = _torch(snapshot, cenv)
-    devices = _devices(info, smi, nv, cenv, snapshot.torch)
-    amd = bool(info or smi or ver or torch.get("hip") or (cenv and cenv.rocm_build))
+    devices = _devices(p, snapshot.torch)
+    amd = bool(p.amd or torch.get("hip"))
+    facts, missing = gather(p, snapshot.torch)
     findings: list[Finding] = []
 
     findings += _tool_findings(snapshot, amd)
@@ -227,17 +308,23 @@ def diagnose(snapshot: Snapshot) -> MachineReport:
                 "variables and device-node access below",
             )
         )
-    for name, parsed in (
+    parsed_files: list[tuple[str, Any]] = [
         ("rocminfo", info),
         ("rocm-smi", smi),
+        *((name.rsplit(".", 1)[0] + (" (json)" if name.endswith(".json") else ""), a) for name, a in p.amd_smi.items()),
         ("nvidia-smi", nv),
         ("collect_env", cenv),
         ("version", ver),
-    ):
+        ("kfd-topology", p.kfd),
+        ("lspci", p.lspci),
+    ]
+    for name, parsed in parsed_files:
         for w in getattr(parsed, "warnings", ()) or ():
             sev = "warning" if name == "collect_env" and cenv and cenv.crashed else "info"
-            findings.append(Finding(f"probes.{name}", sev, f"{name}: {w}"))
-    rocm_family = ver.family if ver else None
+            findings.append(Finding(f"probes.{name.split()[0]}", sev, f"{name}: {w}"))
+    findings += _fact_findings(facts, snapshot.environ)
+    rocm_version = next((f.value for f in facts if f.name == "ROCm version"), None)
+    rocm_family = ver.family if ver else versions.family(rocm_version)
     hip_family = versions.family(torch.get("hip"))
     if rocm_family and hip_family and rocm_family != hip_family:
         major_differs = rocm_family.split(".")[0] != hip_family.split(".")[0]
@@ -257,12 +344,40 @@ def diagnose(snapshot: Snapshot) -> MachineReport:
     findings += hygiene_findings(snapshot.environ, snapshot.fs, amd=amd, gpu_expected=gpu_expected)
     return MachineReport(
         source=snapshot.source,
-        rocm_version=ver.version if ver else None,
+        rocm_version=rocm_version,
         devices=tuple(devices),
         torch=torch,
         tools={k: v.to_dict() for k, v in snapshot.tools.items()},
         findings=tuple(findings),
+        facts=facts,
+        missing_facts=missing,
     )
+
+
+def _fact_findings(facts: tuple[Fact, ...], environ: Mapping[str, str]) -> list[Finding]:
+    """Files that disagree on a GPU's target: an override, a mixed machine, or captures of two machines."""
+    out = []
+    override = archcompat.override_target(environ.get("HSA_OVERRIDE_GFX_VERSION"))
+    for f in facts:
+        if f.name != "gfx targets" or not f.conflicting:
+            continue
+        others = "; ".join(f"{s} says {', '.join(v)}" for s, v in f.conflicting)
+        message = f"{f.source} says {', '.join(f.value)}, but {others}"
+        if override and override in f.value:
+            # the runtime reports the override's target, KFD and amd-smi the chip's: explained, and
+            # hygiene.HSA_OVERRIDE_GFX_VERSION already warns about the override itself
+            out.append(Finding("facts.gfx_targets", "info", f"{message} (HSA_OVERRIDE_GFX_VERSION selects {override})"))
+            continue
+        out.append(
+            Finding(
+                "facts.gfx_targets",
+                "warning",
+                message,
+                "rocminfo reports HSA_OVERRIDE_GFX_VERSION's target, the KFD topology and amd-smi the chip's own; "
+                "check that all files come from the same machine and whether an override is set",
+            )
+        )
+    return out
 
 
 def _arch_findings(
@@ -274,9 +389,21 @@ def _arch_findings(
     for d in devices:
         gfx, cc = d.get("gfx_arch"), d.get("compute_capability")
         key = (gfx or cc or "", d.get("chip_id"))
-        if not key[0] or key in seen:
+        if key in seen:
             continue
         seen.add(key)
+        if not key[0]:
+            label = d.get("marketing_name") or d.get("name") or "GPU"
+            out.append(
+                Finding(
+                    "arch.compatible",
+                    "skipped",
+                    f"{label}: gfx target (or compute capability) not in the capture "
+                    f"({d.get('source')} does not print it)",
+                    "add rocminfo, amd-smi static or the KFD gfx_target_version lines to the capture",
+                )
+            )
+            continue
         if gfx:
             r = archcompat.check_rocm(
                 gfx,

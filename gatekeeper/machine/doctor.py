@@ -9,12 +9,10 @@ terminal checklist or JSON. Exit 0 when no finding is an error, 1 when one is
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.exitcodes import ExitCode
 from gatekeeper.machine.checklist import MachineReport, diagnose
 from gatekeeper.machine.snapshot import read_capture, take_snapshot, write_capture
 
@@ -40,6 +38,25 @@ def _device_line(d: dict[str, Any]) -> str:
     return f"{name} ({detail})" if detail else name
 
 
+def _fact_value(value: Any) -> str:
+    return ", ".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _fact_lines(diagnosis: MachineReport) -> list[str]:
+    """Each fact with the file it was read from; a fact no file holds is named, never guessed."""
+    live = diagnosis.source == "live"
+    lines = ["Facts" if live else "Facts (file each was read from)"]
+    for f in diagnosis.facts:
+        where = f.source if not live else ""
+        also = f" = {', '.join(f.agreeing)}" if f.agreeing and not live else ""
+        lines.append(f"  {f.name}: {_fact_value(f.value)}" + (f"  [{where}{also}]" if where else ""))
+        for source, value in f.conflicting:
+            lines.append(f"      but {source}: {_fact_value(value)}")
+    absent = "not found on this machine" if live else "not in the capture"
+    lines += [f"  {name}: {absent}" for name in diagnosis.missing_facts]
+    return lines
+
+
 def render_text(diagnosis: MachineReport) -> str:
     t = diagnosis.torch
     lines = [f"gatekeeper doctor: {'this machine' if diagnosis.source == 'live' else diagnosis.source}", ""]
@@ -63,7 +80,7 @@ def render_text(diagnosis: MachineReport) -> str:
     if diagnosis.tools:
         tools = " · ".join(f"{k} {v['status']}" for k, v in diagnosis.tools.items())
         lines.append(f"  tools    {tools}")
-    lines += ["", "Checks"]
+    lines += ["", *_fact_lines(diagnosis), "", "Checks"]
     for f in diagnosis.findings:
         lines.append(f"  [{_MARK[f.severity]}] {f.check}: {f.message}")
         if f.remediation and f.severity in ("warning", "error"):
@@ -73,6 +90,8 @@ def render_text(diagnosis: MachineReport) -> str:
     verdict = "will fail" if errors else ("usable, with warnings" if warnings else "ready")
     if not diagnosis.devices and not errors:
         verdict += " (CPU only: no GPU found)"
+    if diagnosis.missing_facts and diagnosis.source != "live" and not errors:
+        verdict += f" as far as the capture shows ({len(diagnosis.missing_facts)} fact(s) not in it)"
     lines += ["", f"Summary: {verdict}: {errors} error(s), {warnings} warning(s)"]
     return "\n".join(lines) + "\n"
 
@@ -81,14 +100,9 @@ def run_doctor(
     *,
     capture: str | Path | None = None,
     from_dir: str | Path | None = None,
-    output_format: str = "text",
     timeout: float = 20.0,
-    stream: TextIO | None = None,
-) -> int:
+) -> MachineReport:
     """Diagnose this machine (or the capture ``from_dir``); save the raw outputs to ``capture`` if given."""
-    out = stream or sys.stdout
-    if output_format not in ("text", "json"):
-        raise InputError(None, "--format", f"unknown format {output_format!r}", "use text or json")
     if capture is not None and from_dir is not None:
         raise InputError(None, "--capture/--from", "give one of --capture and --from", "capture here, diagnose there")
     if timeout <= 0:
@@ -96,9 +110,4 @@ def run_doctor(
     snapshot = read_capture(from_dir) if from_dir is not None else take_snapshot(timeout=timeout)
     if capture is not None:
         write_capture(snapshot, capture)
-    diagnosis = diagnose(snapshot)
-    out.write(render_json(diagnosis) if output_format == "json" else render_text(diagnosis))
-    if capture is not None and output_format == "text":
-        out.write(f"capture saved to {capture} (diagnose it elsewhere: gatekeeper doctor --from {capture})\n")
-    out.flush()
-    return ExitCode.BLOCKED if diagnosis.has_errors else ExitCode.PASS
+    return diagnose(snapshot)

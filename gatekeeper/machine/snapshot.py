@@ -4,8 +4,11 @@ never waited on forever), or read them back from a capture directory.
 A capture directory holds the tools' raw outputs under fixed names, so a
 broken runner can be diagnosed elsewhere (``gatekeeper doctor --from DIR``):
 
-    rocminfo.txt  rocm-smi.txt  rocm-smi.json  version  collect_env.txt
-    nvidia-smi.csv  env.txt (secrets masked)  torch.json  fs.json  tools.json
+    rocminfo.txt  rocm-smi.txt  rocm-smi.json  amd-smi.txt  amd-smi.json  version
+    collect_env.txt  nvidia-smi.csv  env.txt (secrets masked)  torch.json  fs.json  tools.json
+
+``kfd-topology.txt`` (``/sys/class/kfd/kfd/topology/nodes/*/properties``, as ``grep -H`` prints
+them), and, when a person pastes it (``--capture`` does not write it), ``lspci.txt``.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from gatekeeper.machine.probes.versions import find_rocm_root
 
 __all__ = ["FILES", "TOOLS", "Snapshot", "ToolRun", "read_capture", "take_snapshot", "write_capture"]
 
-# tool -> (argv, capture file). Several rocm-smi views go to one file; after a
-# rocm-smi hang the remaining rocm-smi calls are skipped, not waited on again.
+# tool -> (argv, capture file). Several rocm-smi (amd-smi) views go to one file; after a
+# rocm-smi (amd-smi) hang the remaining calls of that tool are skipped, not waited on again.
 TOOLS: Mapping[str, tuple[tuple[str, ...], str]] = {
     "rocminfo": (("rocminfo",), "rocminfo.txt"),
     "rocm-smi": (("rocm-smi",), "rocm-smi.txt"),
@@ -49,6 +52,9 @@ TOOLS: Mapping[str, tuple[tuple[str, ...], str]] = {
         ),
         "rocm-smi.json",
     ),
+    "amd-smi version": (("amd-smi", "version"), "amd-smi.txt"),
+    "amd-smi static": (("amd-smi", "static"), "amd-smi.txt"),
+    "amd-smi static --json": (("amd-smi", "static", "--json"), "amd-smi.json"),
     "nvidia-smi": (("nvidia-smi", f"--query-gpu={','.join(QUERY)}", "--format=csv"), "nvidia-smi.csv"),
     "collect_env": (("{python}", "-m", "torch.utils.collect_env"), "collect_env.txt"),
 }
@@ -56,6 +62,10 @@ FILES = (
     "rocminfo.txt",
     "rocm-smi.txt",
     "rocm-smi.json",
+    "amd-smi.txt",
+    "amd-smi.json",
+    "lspci.txt",
+    "kfd-topology.txt",
     "version",
     "collect_env.txt",
     "nvidia-smi.csv",
@@ -127,27 +137,62 @@ def _run_tool(argv: tuple[str, ...], environ: Mapping[str, str], timeout: float)
     return ToolRun("ok", "", result.duration_s), output
 
 
+# tools known to hang on a wedged driver: after one call hangs (or the tool is missing), skip the rest
+_ONE_HANG_SKIPS_REST = ("rocm-smi", "amd-smi")
+
+
+KFD_TOPOLOGY = Path("/sys/class/kfd/kfd/topology/nodes")
+_KFD_MAX_NODES = 256
+_KFD_MAX_BYTES = 64 * 1024  # one node's properties file is about 1 KiB
+
+
+def _read_kfd(root: Path) -> tuple[ToolRun, str]:
+    """Each node's properties, one ``PATH:key value`` line per property (what ``grep -H`` prints)."""
+    start = time.monotonic()
+    try:
+        nodes = sorted((p for p in root.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    except OSError as err:
+        return ToolRun("missing", f"{root} not readable ({err.strerror or err}): no amdgpu KFD driver here"), ""
+    lines: list[str] = []
+    unreadable = []
+    for node in nodes[:_KFD_MAX_NODES]:
+        path = node / "properties"
+        try:
+            with path.open(encoding="utf-8", errors="replace") as f:
+                text = f.read(_KFD_MAX_BYTES)
+        except OSError:
+            unreadable.append(node.name)  # a node masked by the device cgroup reads EPERM
+            continue
+        lines += [f"{path}:{line}" for line in text.splitlines() if line.strip()]
+    detail = f"{len(nodes)} node(s)" + (f"; unreadable: {', '.join(unreadable)}" if unreadable else "")
+    return ToolRun("ok", detail, time.monotonic() - start), "".join(line + "\n" for line in lines)
+
+
 def take_snapshot(
     *,
     timeout: float = 20.0,
     environ: Mapping[str, str] | None = None,
     tools_to_run: Mapping[str, tuple[tuple[str, ...], str]] = TOOLS,
     probe_torch: bool = True,
+    kfd_root: Path = KFD_TOPOLOGY,
 ) -> Snapshot:
     """Run the tools on this machine, each under ``timeout`` seconds (torch gets at least 60 s to import)."""
     env = dict(os.environ if environ is None else environ)
     texts: dict[str, str] = {}
     tools: dict[str, ToolRun] = {}
     for name, (argv, fname) in tools_to_run.items():
-        if argv[0] == "rocm-smi" and any(
-            k.startswith("rocm-smi") and r.status in ("timed out", "missing") for k, r in tools.items()
+        if argv[0] in _ONE_HANG_SKIPS_REST and any(
+            k.split()[0] == argv[0] and r.status in ("timed out", "missing") for k, r in tools.items()
         ):
-            tools[name] = ToolRun("skipped", "an earlier rocm-smi call hung or is missing")
+            tools[name] = ToolRun("skipped", f"an earlier {argv[0]} call hung or is missing")
             continue
         run, output = _run_tool(argv, env, timeout)
         tools[name] = run
         if output.strip():
             texts[fname] = texts.get(fname, "") + redact(output, env)  # the real env: it knows the secret values
+    tools["kfd-topology"], kfd_text = _read_kfd(kfd_root)
+    if kfd_text:
+        texts["kfd-topology.txt"] = kfd_text
     root = find_rocm_root(env)
     start = time.monotonic()
     if root is not None:

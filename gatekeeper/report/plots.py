@@ -222,6 +222,11 @@ def report_plots(data: Any) -> list[Plot]:
                     for label in ("P50", "P99")
                 }
         plots.append(latency_plot(latency, base, marks, unit=latency.unit or "ms"))
+    if perf is not None or data.soak_series:
+        from gatekeeper.report.perf_plots import soak_plot, sweep_plot
+
+        extra = [sweep_plot(perf) if perf is not None else None, soak_plot(data.soak_series, perf)]
+        plots += [p for p in extra if p is not None]
     functional = data.reports.get("functional_test")
     if functional is not None:
         errors = {

@@ -27,7 +27,7 @@ __all__ = ["PipelineOptions", "run_pipeline"]
 QUICK_ARGS: dict[str, list[str]] = {
     "functional_test": ["--seeds", "2", "--checkpoint-trials", "2"],
     "performance_baseline": ["--processes", "3", "--iterations", "20"],
-    "compatibility_check": ["--collective-max-mb", "4"],
+    "compatibility_check": ["--collective-max-mb", "4", "--bandwidth-sizes", "1,4"],
 }
 
 

@@ -2,7 +2,7 @@
 (gloo on the CPU; nccl/RCCL when there are two GPUs), under a wall-clock timeout.
 
 gloo gives the rank that skips a collective no error, and the waiting rank
-raises only after the process-group timeout (MEASURED.md), so the parent never
+raises only after the process-group timeout (docs/measured.md), so the parent never
 waits on the ranks: ``gatekeeper.core.proc.run`` kills the pair after the wall-clock
 limit, the case that was in flight is failed with the timeout, and the cases
 after it run in a fresh pair.

@@ -152,7 +152,7 @@ class CaseRunner:
             self._cold.add(id(worker))
             return worker
 
-    def call(self, target: str, *args: Any, timeout: float | None = None) -> IsolatedOutcome:
+    def call(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> IsolatedOutcome:
         worker = self._take()
         try:
             if id(worker) in self._cold:
@@ -160,7 +160,7 @@ class CaseRunner:
                 if not warmed.ok:
                     return warmed
                 self._cold.discard(id(worker))
-            outcome = worker.call(target, *args, timeout=timeout or self.timeout)
+            outcome = worker.call(target, *args, timeout=timeout or self.timeout, **kwargs)
             if outcome.kind in ("crashed", "timeout"):
                 self.restarts += 1
                 self._cold.add(id(worker))  # restarted on its next call: warm it first

@@ -44,11 +44,15 @@ class FakeGitLab:
         self.files: dict[str, bytes] = {}  # path under /api/v4/projects/42/ -> body
         self.requests: list[tuple[str, dict[str, list[str]], dict[str, str]]] = []
         self.status_override: int | None = None
+        self.transient_failures = 0  # answer 503 this many times first (a GitLab under load)
 
     def handle(self, path: str, query: dict[str, list[str]], headers: dict[str, str]) -> tuple[int, bytes]:
         self.requests.append((path, query, headers))
         if self.status_override:
             return self.status_override, b'{"message": "nope"}'
+        if self.transient_failures > 0:
+            self.transient_failures -= 1
+            return 503, b'{"message": "503 Service Unavailable"}'
         if headers.get("PRIVATE-TOKEN") != TOKEN and headers.get("JOB-TOKEN") != JOB_TOKEN:
             return 401, b'{"message": "401 Unauthorized"}'
         prefix = "/api/v4/projects/42/"
@@ -183,3 +187,57 @@ def test_registered_as_a_store(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert isinstance(open_store("gitlab:"), GitLabStore)  # environ defaults to os.environ
+
+
+def test_a_transient_server_error_is_retried_by_the_one_gitlab_client(gitlab: tuple[FakeGitLab, str]) -> None:
+    fake, api = gitlab
+    fake.files["jobs/artifacts/main/raw/artifacts/performance_baseline.json?job=performance_baseline"] = json.dumps(
+        _report(3.0).to_dict()
+    ).encode()
+    fake.transient_failures = 1
+    store = GitLabStore.from_env("", _env(api, CI_JOB_TOKEN=JOB_TOKEN))
+    got = store.latest("performance_baseline", _report(0.0))
+    assert got is not None
+    assert got.metrics["latency_ms"].value == 3.0
+    assert len(fake.requests) == 2  # the 503, then the retry
+
+
+def test_component_defaults_read_the_target_branch_channel_dir(gitlab: tuple[FakeGitLab, str]) -> None:
+    # What the CI component's gate job sets: a merge request compares with its target branch
+    # (the baseline policy; other pipelines with the protected branch), results live under
+    # artifacts/<channel>/, jobs are the channel's matrix jobs.
+    fake, api = gitlab
+    name = "gatekeeper:performance_baseline: [stable]"
+    fake.files[f"jobs/artifacts/dev/raw/artifacts/stable/performance_baseline.json?job={name}"] = json.dumps(
+        _report(4.0).to_dict()
+    ).encode()
+    env = _env(
+        api,
+        CI_JOB_TOKEN=JOB_TOKEN,
+        CI_MERGE_REQUEST_TARGET_BRANCH_NAME="dev",
+        GATEKEEPER_PROTECTED_BRANCH="main",
+        GATEKEEPER_BASELINE_ARTIFACTS="artifacts/stable",
+        GATEKEEPER_BASELINE_JOBS=f"gatekeeper:verify_hip: [stable],{name},",
+    )
+    store = GitLabStore.from_env("", env)
+    assert store.branch == "dev"
+    got = store.latest("performance_baseline", _report(0.0))
+    assert got is not None
+    assert got.metrics["latency_ms"].value == 4.0
+    del env["CI_MERGE_REQUEST_TARGET_BRANCH_NAME"]
+    assert GitLabStore.from_env("", env).branch == "main"
+
+
+def test_zip_prefers_the_channel_path_over_another_channel(gitlab: tuple[FakeGitLab, str]) -> None:
+    fake, api = gitlab
+    fake.pipelines = [{"id": 5, "ref": "main", "status": "success"}]
+    fake.jobs = {5: [{"id": 51, "name": "gate", "artifacts_file": {"filename": "artifacts.zip", "size": 10}}]}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("artifacts/nightly/performance_baseline.json", json.dumps(_report(9.0).to_dict()))
+        zf.writestr("artifacts/stable/performance_baseline.json", json.dumps(_report(2.0).to_dict()))
+    fake.files["jobs/51/artifacts"] = buf.getvalue()
+    env = _env(api, GATEKEEPER_GITLAB_TOKEN=TOKEN, GATEKEEPER_BASELINE_ARTIFACTS="artifacts/stable")
+    got = GitLabStore.from_env("", env).latest("performance_baseline", _report(0.0))
+    assert got is not None
+    assert got.metrics["latency_ms"].value == 2.0

@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -61,8 +62,9 @@ def test_from_rocminfo_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 0
     devices = doc["devices"]
     assert len(devices) == facts["gpu_count"]
-    assert sorted({x["gfx_arch"].split(":")[0] for x in devices}) == facts["gfx"]
-    assert sorted({x["marketing_name"] for x in devices}) == sorted(facts["marketing_names"])
+    assert sorted({x["gfx_arch"].split(":")[0] for x in devices}) == sorted(facts["gfx"])
+    if "marketing_names" in facts:
+        assert sorted({x["marketing_name"] for x in devices}) == sorted(facts["marketing_names"])
     assert {x["name"] for x in devices} == set(facts["gfx"])
     if "compute_units" in facts:
         assert devices[0]["compute_units"] == facts["compute_units"]
@@ -314,13 +316,14 @@ def test_cli_wiring(monkeypatch: pytest.MonkeyPatch) -> None:
 
     seen = {}
 
-    def fake(**kwargs: object) -> int:
+    def fake(**kwargs: object) -> object:
         seen.update(kwargs)
-        return 0
+        return types.SimpleNamespace(has_errors=True)  # an error finding: exit 1
 
     monkeypatch.setattr(gatekeeper.machine.doctor, "run_doctor", fake)
-    assert cli.main(["doctor", "--from", "d", "--format", "json", "--timeout", "5"]) == 0
-    assert seen == {"capture": None, "from_dir": "d", "output_format": "json", "timeout": 5.0}
+    monkeypatch.setattr(gatekeeper.machine.doctor, "render_json", lambda report: "{}\n")
+    assert cli.main(["doctor", "--from", "d", "--format", "json", "--timeout", "5"]) == 1
+    assert seen == {"capture": None, "from_dir": "d", "timeout": 5.0}
 
 
 def test_doctor_does_not_import_torch() -> None:
@@ -329,3 +332,234 @@ def test_doctor_does_not_import_torch() -> None:
     code = "import sys, gatekeeper.cli, gatekeeper.machine.doctor; assert 'torch' not in sys.modules, 'torch imported'"
     result = proc.run([sys.executable, "-c", code], timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert result.ok, result.stderr
+
+
+# --- partial captures: what came from where, and what is missing -------------------------------------
+
+PARTIAL = [
+    # (capture file name, fixture, facts read from it, facts the capture must name as missing)
+    (
+        "rocminfo.txt",
+        "rocminfo__instructlab-gpu-acceleration-gfx1100-gfx1036-grep.txt",
+        {"GPU count": 2, "gfx targets": ["gfx1036", "gfx1100"]},
+        ["ROCm version", "GPU names", "amdgpu driver", "torch version"],
+    ),
+    (
+        "rocm-smi.txt",
+        "rocm-smi__easybuild-3978-showproductname-csv-mi100x2.csv",
+        {"GPU count": 2, "GPU names": ["Arcturus GL-XL [AMD Instinct MI100]"]},
+        ["ROCm version", "gfx targets", "torch version"],
+    ),
+    (
+        "rocm-smi.txt",
+        "rocm-smi__marimo-9237-csv-rx7900xt.csv",
+        {"GPU count": 1, "gfx targets": ["gfx1100"], "GPU names": ["Radeon RX 7900 XT"]},
+        ["ROCm version", "amdgpu driver", "torch version"],
+    ),
+    (
+        "rocm-smi.json",
+        "rocm-smi__rocm-smi-lib-159-showproductname-json-mi250x.json",
+        {"GPU count": 1, "gfx targets": ["gfx90a"]},
+        ["ROCm version", "torch version"],
+    ),
+    (
+        "amd-smi.txt",
+        "amd-smi__pve-mods-348-static-phoenix3-no-target.txt",
+        {"GPU count": 1, "GPU names": ["Phoenix3"], "amdgpu driver": "7.0.14-17-pve"},
+        ["ROCm version", "gfx targets", "torch version"],
+    ),
+    (
+        "amd-smi.txt",
+        "amd-smi__therock-1737-default-table-7900xtx-6700xt.txt",
+        {"GPU count": 2, "ROCm version": "7.9.0", "amdgpu driver": "6.12.12"},
+        ["gfx targets", "torch version"],
+    ),
+    (
+        "amd-smi.json",
+        "amd-smi__ajean-39-static-json-rx7800xt.json",
+        {"GPU count": 1, "gfx targets": ["gfx1101"], "GPU names": ["AMD Radeon RX 7800 XT"]},
+        ["ROCm version", "amdgpu driver", "torch version"],
+    ),
+    (
+        "collect_env.txt",
+        "collect_env__vllm-36615-sectioned-gfx1151-fragment.txt",
+        {"torch version": "2.9.1+git8907517", "torch ROCm build": "7.0.51831-a3e329ad8"},
+        ["ROCm version", "GPU count", "gfx targets", "HIP runtime", "MIOpen"],
+    ),
+    (
+        "lspci.txt",
+        "lspci__radeontop-184-vnn-r9700.txt",
+        {"GPU count": 1, "GPU names": ["Navi 48 [Radeon AI PRO R9700]"]},
+        ["ROCm version", "gfx targets", "amdgpu driver", "torch version"],
+    ),
+    (
+        "kfd-topology.txt",
+        "kfd-topology__rocm-cli-343-mi300x-grep.txt",
+        {"GPU count": 1, "gfx targets": ["gfx942"]},
+        ["ROCm version", "GPU names", "torch version"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("target", "fixture", "found", "missing"), PARTIAL, ids=[p[1] for p in PARTIAL])
+def test_partial_capture_names_sources_and_missing_facts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, fixture: str, found: dict, missing: list
+) -> None:
+    d = _capture(tmp_path, "cap", {target: fixture})
+    code, doc = _doctor_json(capsys, d)
+    assert code == 0
+    for name, value in found.items():
+        assert doc["facts"][name]["value"] == value
+        assert doc["facts"][name]["source"] == target
+    assert set(missing) <= set(doc["missing_facts"])
+    assert not set(found) & set(doc["missing_facts"])
+    # the old shape is still there
+    assert {"schema", "source", "rocm_version", "devices", "torch", "tools", "findings"} <= set(doc)
+    assert cli.main(["doctor", "--from", str(d)]) == 0
+    out = capsys.readouterr().out
+    for name in missing:
+        assert f"  {name}: not in the capture" in out
+    for name in found:
+        assert f"[{target}" in next(line for line in out.splitlines() if line.startswith(f"  {name}: "))
+    assert "as far as the capture shows" in out
+
+
+def test_no_gfx_target_is_reported_missing_not_guessed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """lspci names the card (1002:7551), amd-smi on an iGPU prints no target: doctor says so."""
+    for name, (target, fixture) in {
+        "lspci": ("lspci.txt", "lspci__radeontop-184-vnn-r9700.txt"),
+        "amd-smi": ("amd-smi.txt", "amd-smi__pve-mods-348-static-phoenix3-no-target.txt"),
+    }.items():
+        d = _capture(tmp_path, name, {target: fixture}, {"torch.json": _torch_json(ROCM_WHEEL)})
+        code, doc = _doctor_json(capsys, d)
+        assert code == 0
+        assert [x["gfx_arch"] for x in doc["devices"]] == [None]
+        assert "gfx targets" in doc["missing_facts"]
+        arch = [f for f in doc["findings"] if f["check"] == "arch.compatible"]
+        assert [f["severity"] for f in arch] == ["skipped"]
+        assert "gfx target (or compute capability) not in the capture" in arch[0]["message"]
+
+
+def test_kfd_target_and_lspci_name_complete_each_other(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Same machine, two fragments: lspci names the card, KFD gives its target (here the line KFD
+    prints for the R9700's gfx1201, written for this test), each named as the source of its part."""
+    d = _capture(
+        tmp_path,
+        "cap",
+        {"lspci.txt": "lspci__radeontop-184-vnn-r9700.txt"},
+        {"kfd-topology.txt": "gfx_target_version 120001\n"},
+    )
+    _, doc = _doctor_json(capsys, d)
+    (dev,) = doc["devices"]
+    assert (dev["source"], dev["gfx_arch"]) == ("kfd-topology", "gfx1201")
+    assert (dev["marketing_name"], dev["name_source"]) == ("Navi 48 [Radeon AI PRO R9700]", "lspci.txt")
+    assert doc["facts"]["GPU count"] == {
+        "value": 1,
+        "source": "kfd-topology.txt",
+        "also_in": ["lspci.txt"],
+        "conflicts": [],
+    }
+    lspci_only = _capture(tmp_path, "lspci", {"lspci.txt": "lspci__radeontop-184-vnn-r9700.txt"})
+    _, doc = _doctor_json(capsys, lspci_only)
+    assert "gfx_source" not in doc["devices"][0]
+    assert doc["devices"][0]["gfx_arch"] is None
+
+
+def test_files_that_disagree_on_the_target_are_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _capture(
+        tmp_path,
+        "cap",
+        {
+            "rocminfo.txt": "rocminfo__thamada-mi300x-x4.txt",
+            "amd-smi.txt": "amd-smi__rocm-systems-2987-static-mi350x.txt",
+        },
+    )
+    code, doc = _doctor_json(capsys, d)
+    assert code == 0
+    fact = doc["facts"]["gfx targets"]
+    assert (fact["value"], fact["source"]) == (["gfx942"], "rocminfo.txt")
+    assert fact["conflicts"] == [{"source": "amd-smi.txt", "value": ["gfx950"]}]
+    warning = next(f for f in doc["findings"] if f["check"] == "facts.gfx_targets")
+    assert warning["severity"] == "warning"
+    assert "amd-smi.txt says gfx950" in warning["message"]
+
+
+def test_amd_smi_rocm_version_when_no_version_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _capture(tmp_path, "cap", {"amd-smi.txt": "amd-smi__therock-1737-default-table-7900xtx-6700xt.txt"})
+    _, doc = _doctor_json(capsys, d)
+    assert doc["rocm_version"] == "7.9.0"
+    assert [x["marketing_name"] for x in doc["devices"]] == ["AMD Radeon RX 7900 XTX", "AMD Radeon RX 6700 XT"]
+    both = _capture(
+        tmp_path,
+        "both",
+        {
+            "amd-smi.txt": "amd-smi__therock-1737-default-table-7900xtx-6700xt.txt",
+            "version": "rocm-version__rocm-221-rocm-1.6.180.txt",
+        },
+    )
+    _, doc = _doctor_json(capsys, both)
+    assert doc["rocm_version"] == "1.6.180"  # .info/version first; amd-smi's differing value is kept as a conflict
+    assert doc["facts"]["ROCm version"]["conflicts"] == [{"source": "amd-smi.txt", "value": "7.9.0"}]
+
+
+def test_capture_records_amd_smi_and_skips_it_after_a_hang(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mi350 = FIXTURES / "amd-smi__rocm-systems-2987-static-mi350x.txt"
+    (bin_dir / "amd-smi").write_text(f'#!/bin/sh\nif [ "$1" = version ]; then sleep 30; fi\ncat {mi350}\n')
+    (bin_dir / "amd-smi").chmod(0o755)
+    amd_tools = {k: v for k, v in TOOLS.items() if k.startswith("amd-smi")}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    snap = take_snapshot(timeout=1.0, environ=env, tools_to_run=amd_tools, probe_torch=False)
+    assert snap.tools["amd-smi version"].status == "timed out"
+    assert snap.tools["amd-smi static"].status == "skipped"
+    assert "amd-smi" in snap.tools["amd-smi static"].detail
+    ordered = dict(reversed(list(amd_tools.items())))  # static first: it runs and is recorded
+    snap = take_snapshot(timeout=5.0, environ=env, tools_to_run=ordered, probe_torch=False)
+    assert snap.tools["amd-smi static"].status == "ok"
+    out = write_capture(snap, tmp_path / "cap")
+    assert (out / "amd-smi.txt").read_text() == mi350.read_text()
+    assert (out / "amd-smi.json").is_file()
+    back = diagnose(read_capture(out))
+    assert [d["gfx_arch"] for d in back.devices] == ["gfx950"]
+    absent = take_snapshot(timeout=1.0, environ={"PATH": "/nonexistent"}, tools_to_run=amd_tools, probe_torch=False)
+    assert absent.tools["amd-smi version"].status == "missing"
+    assert "not found" in absent.tools["amd-smi version"].detail
+    assert absent.tools["amd-smi static"].status == "skipped"
+
+
+def test_capture_reads_the_kfd_topology(tmp_path: Path) -> None:
+    nodes = tmp_path / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    for node, props in {
+        "0": "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n",
+        "4": "gfx_target_version 90402\n",
+    }.items():
+        (nodes / node).mkdir(parents=True)
+        (nodes / node / "properties").write_text(props)
+    (nodes / "not-a-node").mkdir()
+    snap = take_snapshot(
+        timeout=1.0, environ={"PATH": "/nonexistent"}, tools_to_run={}, probe_torch=False, kfd_root=nodes
+    )
+    assert snap.tools["kfd-topology"].status == "ok"
+    assert snap.texts["kfd-topology.txt"].splitlines()[-1] == f"{nodes}/4/properties:gfx_target_version 90402"
+    back = diagnose(read_capture(write_capture(snap, tmp_path / "cap")))
+    assert [(d["source"], d["gfx_arch"]) for d in back.devices] == [("kfd-topology", "gfx942")]
+    gone = take_snapshot(timeout=1.0, environ={}, tools_to_run={}, probe_torch=False, kfd_root=tmp_path / "none")
+    assert gone.tools["kfd-topology"].status == "missing"
+    assert "kfd-topology.txt" not in gone.texts
+
+
+def test_target_conflict_explained_by_an_override_is_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rocminfo under HSA_OVERRIDE_GFX_VERSION=10.3.0 says gfx1030; KFD says what the RX 6700 XT is
+    (gfx1031: the line KFD prints for it, written for this test)."""
+    files = {"rocminfo.txt": "rocminfo__vbs-nn-rx6700xt-override.txt"}
+    kfd = {"kfd-topology.txt": "gfx_target_version 100301\n"}
+    plain = _capture(tmp_path, "plain", files, kfd)
+    _, doc = _doctor_json(capsys, plain)
+    (f,) = [f for f in doc["findings"] if f["check"] == "facts.gfx_targets"]
+    assert (f["severity"], f["message"]) == ("warning", "rocminfo.txt says gfx1030, but kfd-topology.txt says gfx1031")
+    override = _capture(tmp_path, "override", files, {**kfd, "env.txt": "HSA_OVERRIDE_GFX_VERSION=10.3.0\n"})
+    _, doc = _doctor_json(capsys, override)
+    (f,) = [f for f in doc["findings"] if f["check"] == "facts.gfx_targets"]
+    assert f["severity"] == "info"
+    assert "HSA_OVERRIDE_GFX_VERSION selects gfx1030" in f["message"]

@@ -231,7 +231,7 @@ def test_cli_exit_codes(tmp_path, capsys, monkeypatch):
     analysis.write_text('{"category": "device_oom", "confidence": "high"}')
     assert main(["notify", "slack", "--verdict", str(write_verdict(tmp_path)), "--analysis", str(analysis)]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"gatekeeper: {analysis}:confidence: unexpected type str; hint: pass the output of gatekeeper analyze --format json"
+        f"gatekeeper: {analysis}:confidence: confidence: 'high' is not of type 'number'; hint: see the gatekeeper.analysis/v1 schema"
     )
 
 

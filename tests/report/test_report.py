@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from gatekeeper import cli
+from gatekeeper.contract.analysis import read_analysis
+from gatekeeper.core.errors import InputError
 from gatekeeper.evaluate.run import run_evaluate
-from gatekeeper.report.data import category_rows, collect, read_analysis
+from gatekeeper.report.data import category_rows, collect
 from gatekeeper.report.html import render_html
 from gatekeeper.report.markdown import render_markdown
 from gatekeeper.report.plots import matplotlib_missing
@@ -98,7 +100,7 @@ class _Parser(HTMLParser):
 def test_html_escapes_untrusted_text(tmp_path: Path) -> None:
     evil = {**ANALYSIS, "explanation": "<script>alert(1)</script>"}
     out = write_pipeline(tmp_path, pipeline(environment(), started_at=day(3)))
-    (out / "analysis.json").write_text(json.dumps([evil]))
+    (out / "analysis.json").write_text(json.dumps(evil))
     html = render_html(collect(out), plots=[])
     assert "<script>alert" not in html
     assert "&lt;script&gt;" in html
@@ -119,11 +121,20 @@ def test_markdown_for_mr_note(artifacts: Path) -> None:
 def test_analysis_absent_or_partial_is_tolerated(tmp_path: Path) -> None:
     p = tmp_path / "analysis.json"
     p.write_text(json.dumps({"category": "segfault", "matches": [{"text": "Segmentation fault"}]}))
-    (d,) = read_analysis(p)
+    d = read_analysis(p)
     assert d.category == "segfault"
     assert d.known_issue is None
     assert d.matches[0].line is None
     assert d.remediation == ()
+
+
+def test_analysis_of_the_wrong_shape_is_an_input_error(tmp_path: Path) -> None:
+    p = tmp_path / "analysis.json"
+    for doc in ([{"category": "segfault"}], {"category": 3}, {"category": "x", "matches": "line 3"},
+                {"category": "x", "schema": "gatekeeper.analysis/v9"}):  # fmt: skip
+        p.write_text(json.dumps(doc))
+        with pytest.raises(InputError):
+            read_analysis(p)
 
 
 def test_category_rows_fall_back_to_metrics() -> None:

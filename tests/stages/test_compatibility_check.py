@@ -67,6 +67,10 @@ def test_artifacts_validate_and_every_check_is_a_junit_case(stage_run) -> None:
         "nightly_guard_violations",
     }  # fmt: skip
     assert expected <= set(report.metrics)
+    # the planted deadlock ends the ranks before the bandwidth part: skipped with the reason, metrics unmeasured
+    assert checks["collectives.bandwidth"].status == "skipped"
+    assert "not run" in checks["collectives.bandwidth"].message
+    assert report.metrics["collective_busbw_gbps[op=all_reduce,size_mb=64]"].value is None
     for check in report.checks:
         if check.status == "skipped":
             assert check.message, f"{check.name} skipped without a reason"
@@ -201,6 +205,8 @@ def test_a_waiver_lifts_the_nightly_guard(stage_run, tmp_path: Path) -> None:
         (["--world-size", "1"], "--world-size"),
         (["--downstream", "onnx runtime"], "--downstream"),
         (["--collective-timeout", "0"], "--collective-timeout"),
+        (["--bandwidth-sizes", "1,0.5"], "--bandwidth-sizes"),
+        (["--bandwidth-iters", "0"], "--bandwidth-iters"),
         (["--model", "gatekeeper_no_such_module:build"], "--model"),
     ],
 )

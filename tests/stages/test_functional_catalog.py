@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from stages.functional import catalog, runner
+from stages.functional import attention, catalog, runner
 from stages.functional.catalog import CATEGORIES, MIN_CASES, all_cases, cases_in
 from stages.functional.distributed import case_names
 from stages.functional.tolerances import KINDS
@@ -13,6 +13,7 @@ from stages.functional.tolerances import KINDS
 def test_catalog_has_the_field_reports_case_counts():
     counts = {c: len(cases_in((c,))) for c in CATEGORIES}
     counts["distributed"] = len(case_names())
+    counts["attention"] = len(attention.cases())
     for category, minimum in MIN_CASES.items():
         assert counts[category] >= minimum, (category, counts[category])
     assert sum(counts.values()) >= 147

@@ -149,3 +149,149 @@ def test_a_killed_soak_leaves_its_finished_windows(tmp_path: Path) -> None:
     points = series.read_series(path)
     assert len(points) >= 2
     assert all(p["throughput"] > 0 for p in points)
+
+
+# ---------------------------------------------------------------- sweeps (issue 17)
+
+
+def test_sweep_axes_points_and_child_configs() -> None:
+    from stages.perf import sweep
+
+    axes = sweep.parse_sweep(["batch_size=1,08,64", "dtype=float32,int8", "input_shape=224,3x64x64", "mode=train"])
+    assert [(a.key, a.values) for a in axes] == [
+        ("batch_size", ("1", "8", "64")),
+        ("dtype", ("float32", "int8")),
+        ("input_shape", ("224", "3x64x64")),
+        ("mode", ("train",)),
+    ]
+    points = sweep.points(axes)
+    assert len(points) == 12
+    assert points[0] == {"batch_size": "1", "dtype": "float32", "input_shape": "224", "mode": "train"}
+    assert points[-1]["batch_size"] == "64"  # the first axis is the slowest: a budget cuts the last values
+    base = {"batch_size": 8, "input_shape": None, "backward": False, "device": "cpu"}
+    cfg = sweep.child_config(base, points[0])
+    assert (cfg["batch_size"], cfg["dtype"], cfg["resolution"], cfg["backward"]) == (1, "float32", 224, True)
+    assert sweep.child_config(base, {"input_shape": "3x64x64"})["input_shape"] == "3,64,64"
+    assert sweep.child_config(base, {"mode": "forward"})["backward"] is False
+    assert base["batch_size"] == 8  # not modified
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        (["batch"], "is not KEY=V1,V2"),
+        (["colour=red"], "unknown key 'colour'"),
+        (["batch_size=0"], "not a positive integer"),
+        (["batch_size=2,x"], "not a positive integer"),
+        (["dtype=float8"], "dtype 'float8'"),
+        (["mode=eval"], "mode 'eval'"),
+        (["input_shape=3xax2"], "neither a resolution nor a shape"),
+        (["batch_size=1,1"], "repeats a value"),
+        (["batch_size=1", "batch_size=2"], "swept twice"),
+    ],
+)
+def test_bad_sweeps_are_one_clear_line(spec: list[str], fragment: str) -> None:
+    from stages.perf import sweep
+
+    with pytest.raises(InputError, match="--sweep") as err:
+        sweep.parse_sweep(spec)
+    assert fragment in err.value.line()
+
+
+def test_bad_sweep_options_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert pb.main(["--out", str(tmp_path), "--device", "cpu", "--sweep", "dtype=float8"]) == 2
+    assert "--sweep" in capsys.readouterr().err
+    assert pb.main(["--out", str(tmp_path), "--device", "cpu", "--sweep-budget", "10m"]) == 2
+    assert "no --sweep was given" in capsys.readouterr().err
+    assert pb.main(["--out", str(tmp_path), "--device", "cpu", "--sweep", "mode=train", "--sweep-budget", "soon"]) == 2
+    assert "--sweep-budget" in capsys.readouterr().err
+
+
+def test_int8_is_skipped_with_the_reason_where_the_device_has_no_kernels() -> None:
+    from stages.perf import sweep
+
+    assert sweep.unsupported({"dtype": "int8"}, "cpu") is None
+    assert "CPU kernels only; this device is rocm" in sweep.unsupported({"dtype": "int8"}, "rocm")
+    assert "CPU kernels only; this device is cuda" in sweep.unsupported({"dtype": "int8"}, "cuda")
+    assert "inference-only" in sweep.unsupported({"dtype": "int8", "backward": True}, "cpu")
+    assert sweep.unsupported({"dtype": "bfloat16", "backward": True}, "rocm") is None
+
+
+def test_point_variants_set_dtype_resolution_and_quantize_linear_layers() -> None:
+    import torch
+
+    from stages.models import demo_model
+    from stages.perf import variant
+
+    x = torch.randn(2, 3, 32, 32)
+    m, y = variant.apply(demo_model(), x, {"resolution": 16, "dtype": "bfloat16"}, torch)
+    assert y.shape == (2, 3, 16, 16)
+    assert y.dtype == torch.bfloat16
+    assert next(m.parameters()).dtype == torch.bfloat16
+    q, y = variant.apply(demo_model().eval(), x, {"dtype": "int8"}, torch)
+    kinds = {type(mod).__name__ for mod in q.modules()}
+    assert "Linear" in kinds
+    assert any(type(mod).__module__.startswith("torch.ao.nn.quantized.dynamic") for mod in q.modules())
+    with torch.inference_mode():
+        assert q(y).shape == (2, 10)  # runs (the transformer fast path is off for quantized layers)
+    with pytest.raises(variant.Unsupported, match=r"no nn\.Linear"):
+        variant.apply(torch.nn.Conv2d(3, 4, 3), x, {"dtype": "int8"}, torch)
+    with pytest.raises(ValueError, match="height and width of an image batch"):
+        variant.apply(torch.nn.Linear(4, 4), torch.randn(2, 4), {"resolution": 224}, torch)
+
+
+@pytest.mark.slow
+def test_a_2x2_sweep_gives_four_points_judged_by_a_star_gate(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from gatekeeper.contract.stage_report import read_artifacts
+    from gatekeeper.evaluate.decide import Inputs, evaluate
+    from gatekeeper.evaluate.gates import load_gates, parse_gates
+
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--processes", "2", "--iterations", "4", "--warmup", "1"]
+    assert pb.main([*argv, "--sweep", "batch_size=1,2", "--sweep", "dtype=float32,int8"]) == 0
+    doc = json.loads((tmp_path / "performance_baseline.json").read_text(encoding="utf-8"))
+    m = doc["metrics"]
+    labels = [f"[batch_size={b},dtype={d}]" for b in (1, 2) for d in ("float32", "int8")]
+    for label in labels:
+        assert m[f"latency_ms{label}"]["value"] > 0
+        assert len(m[f"latency_ms{label}"]["samples"]) == 2  # per process, for the judge
+        assert m[f"throughput{label}"]["better"] == "higher"
+        assert m[f"peak_memory_mb{label}"]["value"] > 10
+        assert f"latency_ms{label}.p99" in m
+    assert "latency_ms" not in m  # a sweep measures its points, not the single run
+    assert doc["config"]["sweep"] == {"batch_size": ["1", "2"], "dtype": ["float32", "int8"]}  # for comparability
+    assert [p["status"] for p in doc["summary"]["sweep"]["points"]] == ["measured"] * 4
+    checks = {c["name"]: c["status"] for c in doc["checks"]}
+    assert checks["point[batch_size=2,dtype=int8].process.2"] == "passed"
+
+    reports = read_artifacts(tmp_path)
+    g = parse_gates(
+        {"version": 1, "gates": {"lat": {"metric": "performance_baseline.latency_ms[*]", "pass": "<= 1e6"}}}
+    )
+    v = evaluate(Inputs(gates=g, reports=reports, channel="stable", today=dt.date(2026, 12, 3)))
+    assert sorted(r.name for r in v.gates) == sorted(f"lat{label}" for label in labels)
+    assert v.result == "pass"
+    # the default gates: the sweep-latency gate has no baseline here, so it is skipped with the reason
+    defaults = load_gates(Path(__file__).resolve().parents[2] / "gates.yaml")
+    v = evaluate(Inputs(gates=defaults, reports=reports, channel="stable", today=dt.date(2026, 12, 3)))
+    sweep_latency = [r for r in v.gates if r.name.startswith("sweep-latency[")]
+    assert len(sweep_latency) == 4
+    assert all(r.outcome.value == "skipped" and "no comparable baseline" in r.reason for r in sweep_latency)
+
+
+@pytest.mark.slow
+def test_a_sweep_budget_skips_the_points_it_does_not_reach(tmp_path: Path) -> None:
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--processes", "1", "--iterations", "2", "--warmup", "1"]
+    assert pb.main([*argv, "--sweep", "input_shape=16,24", "--sweep-budget", "1s"]) == 0
+    doc = json.loads((tmp_path / "performance_baseline.json").read_text(encoding="utf-8"))
+    first, second = doc["summary"]["sweep"]["points"]
+    assert first["status"] == "measured"
+    assert second["status"] == "skipped"
+    assert "sweep budget of 1 s was spent after 1 of 2 points" in second["reason"]
+    m = doc["metrics"]
+    assert m["latency_ms[input_shape=16]"]["value"] > 0
+    assert m["latency_ms[input_shape=24]"]["value"] is None
+    assert "sweep budget" in m["latency_ms[input_shape=24]"]["description"]
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["point[input_shape=24]"]["status"] == "skipped"

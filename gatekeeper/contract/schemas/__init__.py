@@ -20,6 +20,7 @@ SCHEMA_FILES = {
     "gatekeeper.gates/v1": "gates.v1.json",
     "gatekeeper.matrix/v1": "matrix.v1.json",
     "gatekeeper.known_issues/v1": "known_issues.v1.json",
+    "gatekeeper.analysis/v1": "analysis.v1.json",
 }
 
 

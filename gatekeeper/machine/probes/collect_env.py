@@ -1,6 +1,8 @@
-"""``python -m torch.utils.collect_env`` output (and the vLLM variant): torch
-version, the ROCm/HIP or CUDA it was built with, MIOpen, the GPUs. Also a
-collect_env that crashed (its traceback is reported, not parsed as facts)."""
+"""``python -m torch.utils.collect_env`` output (and the vLLM variants, including the
+sectioned one with padded ``Key     : value`` lines): torch version, the ROCm/HIP or
+CUDA it was built with, MIOpen, the GPUs. Any subset of the lines is read; a line
+that is not there leaves its fact None. Also a collect_env that crashed (its
+traceback is reported, not parsed as facts)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["CollectEnv", "parse"]
 
-_MISSING = {"", "N/A", "Could not collect", "None"}
+_MISSING = {"", "N/A", "Could not collect", "None", "No CUDA"}
 _FIELDS = {
     "PyTorch version": "torch_version",
     "Is debug build": "debug_build",
@@ -25,7 +27,7 @@ _FIELDS = {
     "HIP runtime version": "hip_runtime",
     "MIOpen runtime version": "miopen",
 }
-_KEY = re.compile(r"^([A-Za-z][A-Za-z ()/]+?):\s*(.*?)\s*$")
+_KEY = re.compile(r"^([A-Za-z][A-Za-z ()/]+?)\s*:\s*(.*?)\s*$")
 _GPU_LINE = re.compile(r"^GPU \d+:\s*(.+?)\s*$")
 _GFX = re.compile(r"\((gfx[0-9a-f]+(?::[a-z]+[+-])*)\)")
 
@@ -99,6 +101,8 @@ def parse(text: str) -> CollectEnv:
         warnings.append(f"collect_env crashed: {error or 'traceback without an exception line'}")
     if values.get("torch_version") is None and not crashed:
         warnings.append("no 'PyTorch version' line: not collect_env output, or cut")
+    if not values and not gpus and not crashed:
+        warnings.append("none of collect_env's lines found")
     if values.get("rocm_build") and values.get("hip_runtime") is None:
         warnings.append("ROCm build without a 'HIP runtime version' line")
     return CollectEnv(

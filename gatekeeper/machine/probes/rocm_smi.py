@@ -1,11 +1,16 @@
 """``rocm-smi`` output, every layout seen in the field: the legacy 2019 table,
 the concise table (with the ``Node``/``IDs`` columns, or ``[Model : Revision]``
 with the name on a second row), ``GPU[N] : key: value`` sections
-(``--showproductname``, ``-a``), and ``--json`` (also truncated JSON and the
-legacy ``(c)`` keys). One text may mix them (a table, then the JSON)."""
+(``--showproductname``, ``-a``), ``--csv`` (a ``device,...`` header, then ``cardN`` rows
+and a ``cardsystem`` row for the driver), and ``--json`` (also truncated JSON and the
+legacy ``(c)`` keys). One text may mix them (a table, then the JSON).
+
+``GFX Version`` is printed as ``gfx`` + major + minor + stepping in *decimal*
+(MI250X: ``gfx9010``); ``gfx_from_smi`` turns it into the target name (``gfx90a``)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -13,7 +18,7 @@ from typing import Any
 
 from gatekeeper.machine.probes.rocminfo import strip_ansi
 
-__all__ = ["RocmSmi", "SmiDevice", "merge", "parse"]
+__all__ = ["RocmSmi", "SmiDevice", "gfx_from_smi", "merge", "parse"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,31 @@ class SmiDevice:
     vram_used_bytes: int | None = None
     gpu_percent: float | None = None
     partition: str | None = None
+    gfx_version: str | None = None  # "GFX Version" as printed ("gfx9010")
+
+    @property
+    def gfx(self) -> str | None:
+        return gfx_from_smi(self.gfx_version)
+
+
+def gfx_from_smi(value: str | None) -> str | None:
+    """rocm-smi's "GFX Version" as a target name: gfx9010 -> gfx90a, gfx1201 -> gfx1201.
+
+    rocm-smi prints major, minor and stepping as decimal numbers one after the other;
+    target names spell minor and stepping as one hex digit each. Majors are 6-12.
+    """
+    text = (value or "").strip().lower()
+    if re.fullmatch(r"gfx[0-9]*[a-f][0-9a-f]*", text):
+        return text  # already a target name (a hex digit in it)
+    m = re.fullmatch(r"gfx(\d+)", text)
+    if not m or len(m.group(1)) < 3:
+        return None
+    digits = m.group(1)
+    split = 2 if digits[:2] in ("10", "11", "12") and len(digits) >= 4 else 1
+    major, minor, stepping = int(digits[:split]), int(digits[split]), int(digits[split + 1 :])
+    if stepping > 15:
+        return None
+    return f"gfx{major}{minor:x}{stepping:x}"
 
 
 @dataclass(frozen=True)
@@ -160,6 +190,7 @@ _SECTION_KEYS = {
     "Device ID": "device_id",
     "Device Name": "name",
     "VBIOS version": "vbios",
+    "GFX Version": "gfx_version",
 }
 
 
@@ -247,6 +278,35 @@ def _parse_json(text: str, b: _Builder, warnings: list[str]) -> tuple[bool, str 
     return seen, driver, lib
 
 
+def _parse_csv(lines: list[str], b: _Builder) -> tuple[bool, str | None]:
+    """``--csv``: a ``device,<column>...`` header, then ``card<N>`` rows (``cardsystem``: system values)."""
+    seen = False
+    driver = None
+    header: list[str] | None = None
+    for line in lines:
+        stripped = line.strip()
+        if stripped.lower().startswith("device,"):
+            header = next(csv.reader([stripped]))
+            continue
+        if header is None:
+            continue
+        m = re.match(r"^card(\d+|system),", stripped)
+        if not m:
+            header = None  # the table is over
+            continue
+        row = next(csv.reader([stripped]))
+        seen = True
+        values = dict(zip(header[1:], row[1:], strict=False))
+        if m.group(1) == "system":
+            driver = _clean(values.get("Driver version")) or driver
+            continue
+        index = int(m.group(1))
+        b.get(index)
+        for key, value in values.items():
+            _apply_key(b, index, key.strip(), value)
+    return seen, driver
+
+
 def parse(text: str) -> RocmSmi:
     text = strip_ansi(text)
     lines = text.splitlines()
@@ -261,6 +321,10 @@ def parse(text: str) -> RocmSmi:
     seen_json, driver, lib = _parse_json(text, b, warnings)
     if seen_json:
         layouts.append("json")
+    seen_csv, csv_driver = _parse_csv(lines, b)
+    if seen_csv:
+        layouts.append("csv")
+        driver = driver or csv_driver
     for line in lines:
         m = re.match(r"^\s*Driver version:\s*(\S+)", line)
         if m:

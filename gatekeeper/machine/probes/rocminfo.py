@@ -1,5 +1,11 @@
 """``rocminfo`` output: the GPU agents (CPU agents are counted, not kept), the
-ROCk (amdgpu kernel driver) line and the HSA runtime version."""
+ROCk (amdgpu kernel driver) line and the HSA runtime version.
+
+Any subset of the lines is accepted. Without ``Agent N`` headers (``rocminfo | grep gfx``,
+``rocminfo | grep -i name``, a few lines copied from the middle) each agent-level
+``Name:`` line starts an agent: ``Name: gfx1100`` is a GPU, an ISA line
+(``amdgcn-amd-amdhsa--gfx1100``) belongs to the agent above it, and what the
+fragment does not show stays unknown."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ _KEY_VALUE = re.compile(r"^(\s*)([^:]+?):\s*(.*?)\s*$")
 _NUM_HEX = re.compile(r"^(\d+)\s*\((0x[0-9a-fA-F]+)\)")
 _ISA_TARGET = re.compile(r"^amdgcn-amd-amdhsa--(\S+)$")
 _GFX_NAME = re.compile(r"^gfx[0-9a-f]+$")
+_FRAGMENT_KEYS = ("Marketing Name", "Vendor Name", "Device Type", "Compute Unit", "Chip ID", "Uuid")
 
 
 def strip_ansi(text: str) -> str:
@@ -38,9 +45,13 @@ class GpuAgent:
         non-generic ISA line; the bare Name when the ISA section is missing."""
         for isa in self.isa:
             m = _ISA_TARGET.match(isa)
-            if m and "generic" not in m.group(1):
+            if m and "generic" not in m.group(1) and self._isa_matches(m.group(1)):
                 return m.group(1)
         return self.name
+
+    def _isa_matches(self, target: str) -> bool:
+        """An ISA line names the agent's own target; a cut one ("gfx103" under gfx1036) does not count."""
+        return not _GFX_NAME.match(self.name) or target.split(":", maxsplit=1)[0] == self.name
 
     @property
     def gfx_base(self) -> str:
@@ -57,6 +68,7 @@ class RocmInfo:
     runtime_ext_version: str | None = None
     wsl: bool = False
     complete: bool = False  # saw "*** Done ***"
+    fragment: bool = False  # no "Agent N" headers: grep-filtered or copied lines
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -97,6 +109,7 @@ def parse(text: str) -> RocmInfo:
     agents: list[_Agent] = []
     rock_line = rock_loaded = runtime = runtime_ext = None
     wsl = complete = False
+    fragment = not any(_AGENT.match(raw.rstrip()) for raw in lines)
     current: _Agent | None = None
     for raw in lines:
         line = raw.rstrip()
@@ -122,6 +135,9 @@ def parse(text: str) -> RocmInfo:
         if not kv:
             continue
         indent, key, value = len(kv.group(1)), kv.group(2).strip(), kv.group(3)
+        if fragment:
+            current = _fragment_line(agents, current, key, value)
+            continue
         if current is None:
             if key == "Runtime Version":
                 runtime = value
@@ -152,14 +168,16 @@ def parse(text: str) -> RocmInfo:
             cpus += 1
             continue
         if dtype is None and not _GFX_NAME.match(name):
+            if fragment:
+                continue  # a CPU or other agent's Name line in a grep
             warnings.append(f"agent {a.number}: no Device Type and name {name!r} is not a gfx target; skipped")
             continue
         if dtype not in (None, "GPU"):
             continue  # DSP and other agent kinds
-        if dtype is None:
+        if dtype is None and not fragment:
             warnings.append(f"agent {a.number}: block cut before 'Device Type'; taken as a GPU from its name {name}")
         missing = [k for k in ("Marketing Name", "Compute Unit", "Chip ID") if k not in a.fields]
-        if missing:
+        if missing and not fragment:
             warnings.append(f"agent {a.number} ({name}): missing {', '.join(missing)}")
         if not a.isa and dtype == "GPU":
             warnings.append(f"agent {a.number} ({name}): no ISA line; feature suffixes (xnack, sramecc) unknown")
@@ -176,13 +194,23 @@ def parse(text: str) -> RocmInfo:
                 vram_kb=a.vram_kb,
             )
         )
-    if not agents:
+    for g in gpus:
+        cut = [
+            i for i in g.isa if (m := _ISA_TARGET.match(i)) and "generic" not in i and not g._isa_matches(m.group(1))
+        ]
+        if cut:
+            warnings.append(f"agent {g.agent} ({g.name}): ISA line {cut[0]!r} does not match its name; kept the name")
+    if fragment and agents:
+        warnings.append(
+            "no 'Agent N' headers: read as a filtered fragment (agents numbered in order of their Name lines)"
+        )
+    elif not agents:
         warnings.append("no 'Agent N' blocks found: not rocminfo output, or it failed before listing agents")
     if rock_line is None and not wsl:
         warnings.append("no 'ROCk module' line: cannot tell whether the amdgpu kernel driver is loaded")
     if runtime is None:
         warnings.append("no 'Runtime Version' line (HSA System Attributes missing or cut)")
-    if agents and not complete:
+    if agents and not complete and not fragment:
         warnings.append("output ends before '*** Done ***': truncated")
     return RocmInfo(
         gpus=tuple(gpus),
@@ -193,5 +221,22 @@ def parse(text: str) -> RocmInfo:
         runtime_ext_version=runtime_ext,
         wsl=wsl,
         complete=complete,
+        fragment=fragment and bool(agents),
         warnings=tuple(warnings),
     )
+
+
+def _fragment_line(agents: list[_Agent], current: _Agent | None, key: str, value: str) -> _Agent | None:
+    """One line of a fragment without Agent headers; returns the agent the next line belongs to."""
+    if key == "Name" and value.startswith("amdgcn-"):
+        if current is not None:
+            current.isa.append(value)
+        return current
+    if key == "Name":
+        current = _Agent(len(agents) + 1)
+        agents.append(current)
+        current.fields["Name"] = value
+        return current
+    if current is not None and key in _FRAGMENT_KEYS:
+        current.fields.setdefault(key, value)
+    return current

@@ -1,34 +1,12 @@
-"""``gatekeeper doctor``, ``analyze`` and ``notify``: arguments and dispatch only."""
+"""``gatekeeper notify``: Slack alert, MR note and commit status; never changes the exit code."""
 
 from __future__ import annotations
 
 import argparse
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.exitcodes import ExitCode
 
-__all__ = ["add_parsers"]
-
-
-def _cmd_doctor(args: argparse.Namespace) -> int:
-    from gatekeeper.machine.doctor import run_doctor
-
-    return run_doctor(capture=args.capture, from_dir=args.from_dir, output_format=args.format, timeout=args.timeout)
-
-
-def _cmd_analyze(args: argparse.Namespace) -> int:
-    from gatekeeper.analyze import analyze
-
-    analyze(
-        logs=args.logs,
-        artifacts=args.artifacts,
-        known_issues=args.known_issues,
-        fmt=args.format,
-        out=args.out,
-        bundle=args.bundle,
-        gates=args.gates,
-    )
-    return ExitCode.PASS  # a diagnosis of any category is a success of the analysis
+__all__ = ["add_parser"]
 
 
 def _cmd_notify_slack(args: argparse.Namespace) -> int:
@@ -59,29 +37,7 @@ def _cmd_notify_resend(args: argparse.Namespace) -> int:
     return resend(spool_dir=args.resend_spool, timeout=args.timeout)
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "doctor",
-        help="check this machine's GPU stack (or a capture): what is installed, what will fail, what to do",
-        epilog="Exit codes: 0 no error finding, 1 an error finding (something will fail), 2 bad input.",
-    )
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--capture", metavar="DIR", help="also save the raw tool outputs to DIR")
-    where.add_argument("--from", dest="from_dir", metavar="DIR", help="diagnose a capture instead of this machine")
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--timeout", type=float, default=20.0, help="seconds per tool (rocm-smi can hang); default 20")
-    p.set_defaults(handler=_cmd_doctor)
-
-    p = sub.add_parser("analyze", help="classify a failed job's logs: category, known issue, remediation")
-    p.add_argument("logs", nargs="*", help="log files (gzip ok; - for stdin; default: --artifacts/*.log, else stdin)")
-    p.add_argument("--artifacts", help="stage artifacts directory: environment and failed checks are evidence too")
-    p.add_argument("--known-issues", help="the repository's known-issues.yaml (added to the built-in signatures)")
-    p.add_argument("--format", choices=["json", "md", "text"], default="text")
-    p.add_argument("--out", help="write the diagnosis here (atomically) instead of stdout")
-    p.add_argument("--bundle", help="for an unknown failure, write a reproduction bundle into this directory")
-    p.add_argument("--gates", help="gates.yaml: check the waivers known issues name, report the matching waiver")
-    p.set_defaults(handler=_cmd_analyze)
-
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "notify",
         help="Slack alert, MR note and commit status for a verdict (never changes the exit code)",
