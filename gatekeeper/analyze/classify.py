@@ -77,7 +77,7 @@ def open_log(path: str | Path) -> Iterator[BinaryIO]:
     if str(path) == "-":
         raw: BinaryIO = sys.stdin.buffer
         if not hasattr(raw, "peek"):
-            raw = io.BufferedReader(raw)  # type: ignore[arg-type]
+            raw = io.BufferedReader(raw)  # type: ignore[type-var]  # typeshed: stdin.buffer is BinaryIO, lacks readinto
         yield _maybe_gzip(raw)
         return
     try:
@@ -120,7 +120,7 @@ class Classifier:
         if self._automaton is not None:
             # (keyword, start, end); the hits of one line are mostly adjacent.
             found = self._automaton.find_matches_as_indexes(low, overlapping=True)
-            positions = ((end - 1, k) for k, _start, end in found)
+            positions: Iterator[tuple[int, int]] = ((end - 1, k) for k, _start, end in found)
         else:
             positions = iter(sorted(_find_all(low, [kw for kw, _ in self._index])))
         hits: dict[int, list[Target]] = {}

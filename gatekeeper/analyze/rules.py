@@ -159,8 +159,8 @@ try:  # Python >= 3.11
     from re import _constants as _sre_c  # type: ignore[attr-defined]
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sre_c  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+    import sre_constants as _sre_c
+    import sre_parse as _sre_parse
 
 
 def required_literals(pattern: str) -> tuple[bytes, ...] | None:

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from gatekeeper.contract.stage_report import junit_bytes
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
@@ -162,10 +164,7 @@ def to_junit(v: Verdict) -> bytes:
         else:
             label = "advisory fail" if g.outcome is Outcome.FAIL else g.outcome.value
             if g.outcome is Outcome.WAIVED and g.waiver:
-                w = g.waiver
-                label = (
-                    f"waived: {w['reason']} (owner {w['owner']}, ticket {w.get('ticket') or '—'}, until {w['expires']})"
-                )
+                label = _waiver_text(g.waiver)
             case.result = [Skipped(f"{label}: {g.reason}"[:1000])]
             case.system_out = detail
         suite.add_testcase(case)
@@ -180,7 +179,7 @@ def to_junit(v: Verdict) -> bytes:
     return junit_bytes(xml)
 
 
-def _waiver_text(w: dict) -> str:
+def _waiver_text(w: Mapping[str, Any]) -> str:
     return f"waived: {w['reason']} (owner {w['owner']}, ticket {w.get('ticket') or '—'}, until {w['expires']})"
 
 

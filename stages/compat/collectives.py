@@ -262,7 +262,7 @@ def _interpret(
                 )
                 results.append(CollectiveResult(coll, "failed", f"{said}: {why}, so this is a failure"))
             elif kinds == {"skip"}:
-                results.append(CollectiveResult(coll, "skipped", next(iter(done.values()))["message"]))  # type: ignore[index]
+                results.append(CollectiveResult(coll, "skipped", next(d for d in done.values() if d)["message"]))
             else:
                 sizes = sorted({t["bytes"] for per in timings for t in per})
                 msg = f"{world} ranks, {len(sizes)} sizes up to {sizes[-1] / (1 << 20):.3g} MiB, results exact"
