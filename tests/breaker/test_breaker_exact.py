@@ -10,17 +10,16 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.breaker import state as breaker
+from gatekeeper.breaker.policy import PolicyDecision, static_policy
 from gatekeeper.breaker.state import (
     BreakerConfig,
     BreakerState,
     Decision,
-    PolicyDecision,
     check,
     parse_duration,
     record,
     reset,
     state_dir,
-    static_policy,
     status,
 )
 from gatekeeper.core.errors import InputError
