@@ -8,7 +8,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint tools dist image clean
+.PHONY: setup demo test lint tools dist image clean mutation
 
 setup: $(VENV)/.installed
 
@@ -51,5 +51,12 @@ test: setup tools lint
 	@# pytest exits 5 when it collected no test: here that means the suite is broken
 	$(BIN)/python -m pytest; rc=$$?; [ $$rc -ne 5 ] || { echo "pytest collected no tests" >&2; exit 1; }; exit $$rc
 
+# Mutation testing (slow, not in CI): mutants of the modules in [tool.mutmut] of pyproject.toml,
+# each run against the tests that reach it. MODULE narrows it, e.g. MODULE=gatekeeper.breaker.state.
+# Kill rates per module: benchmarks/README.md.
+mutation: setup
+	$(BIN)/mutmut run --max-children 2 $(if $(MODULE),"$(MODULE)*")
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf artifacts .gatekeeper .pytest_cache .ruff_cache dist
+	rm -rf artifacts .gatekeeper .pytest_cache .ruff_cache dist mutants

@@ -124,7 +124,7 @@ class Recorder:
         self._names.add(unique)
         check = Check(unique, status, message, max(duration_s, 0.0), group or self._group, dict(details or {}))  # type: ignore[arg-type]
         self.checks.append(check)
-        mark = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}[status]
+        mark = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "info": "info"}[status]
         first = message.strip().splitlines()[0] if message.strip() else ""
         self.log(f"  [{mark}] {unique}" + (f": {first}" if first and status != "passed" else ""))
         return check
@@ -196,7 +196,7 @@ class Recorder:
         statuses = {c.status for c in self.checks}
         if statuses & {"failed", "error"}:
             return "failed"
-        if not statuses or statuses == {"skipped"}:
+        if statuses <= {"skipped", "info"}:  # facts alone are not a pass
             return "skipped"
         return "passed"
 
@@ -355,7 +355,7 @@ def _run_stage(module: ModuleType, common: CommonOptions, options: Any) -> int:
         c = report.counts()
         rec.log(
             f"{module.NAME}: {report.status} ({c['passed']} passed, {c['failed']} failed, {c['error']} errors, "
-            f"{c['skipped']} skipped) in {report.duration_s:.1f} s -> {path}"
+            f"{c['skipped']} skipped, {c['info']} info) in {report.duration_s:.1f} s -> {path}"
         )
     return ExitCode.BLOCKED if report.status in ("failed", "error") else ExitCode.PASS
 

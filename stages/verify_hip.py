@@ -93,7 +93,10 @@ def _device(ctx: StageContext) -> dict[str, Any]:
         gib = [f"{b / 2**30:.1f} GiB" for b in info.memory_bytes]
         listing = "; ".join(f"{i}: {n} ({m})" for i, (n, m) in enumerate(zip(info.names, gib, strict=False)))
         rec.record("device.visible", "passed", f"{info.count} device(s): {listing or info.name}")
-        rec.record("device.memory", "passed", ", ".join(gib) or "unknown")
+        if gib:
+            rec.record("device.memory", "passed", ", ".join(gib))
+        else:
+            rec.record("device.memory", "info", "device memory unknown (torch reported none)")
     else:
         rec.skip("device.visible", f"no GPU: {info.no_gpu_reason()}")
         rec.skip("device.memory", f"no GPU: {info.no_gpu_reason()}")
@@ -193,9 +196,10 @@ def _hygiene(ctx: StageContext) -> list[Finding]:
         elif f.severity == "error":
             rec.record(f.check, "failed", f"{f.message}\nfix: {f.remediation}")
         else:
+            # ok is a pass; a warning or a note is a fact (info): shown, counted, never a pass
             prefix = "WARNING: " if f.severity == "warning" else ""
             fix = f"\nfix: {f.remediation}" if f.remediation else ""
-            rec.record(f.check, "passed", prefix + f.message + fix)
+            rec.record(f.check, "passed" if f.severity == "ok" else "info", prefix + f.message + fix)
     rec.metric("hygiene_problems", float(count_problems(findings)), "count", "lower")
     return findings
 

@@ -1,8 +1,6 @@
-"""Circuit breakers: the static policy of a pipeline and the stateful breaker per channel and job.
+"""The stateful circuit breaker per channel and job (the static policy is in ``breaker.policy``).
 
-The static policy is defence in depth behind the CI template's ``rules:``: a
-nightly build on a tag pipeline is refused even when someone edited the rule
-away. The stateful breaker stops a channel that keeps failing from spending
+The stateful breaker stops a channel that keeps failing from spending
 GPU time: closed -> open after N consecutive failures -> half-open after a
 cool-down -> one probe run decides (pass closes it, fail opens it again).
 
@@ -34,13 +32,11 @@ __all__ = [
     "BreakerConfig",
     "BreakerState",
     "Decision",
-    "PolicyDecision",
     "check",
     "parse_duration",
     "record",
     "reset",
     "state_dir",
-    "static_policy",
     "status",
 ]
 
@@ -55,40 +51,6 @@ Clock = Callable[[], dt.datetime]
 
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
-
-
-# ---------------------------------------------------------------- static policy
-
-
-@dataclass(frozen=True)
-class PolicyDecision:
-    allowed: bool
-    may_fail: bool  # a failure does not block (merge request into an unprotected branch)
-    message: str
-
-
-def static_policy(environ: Mapping[str, str], channel: str, protected_branch: str | None = None) -> PolicyDecision:
-    """What the pipeline context allows for ``channel``, from GitLab's predefined variables."""
-    tag = environ.get("CI_COMMIT_TAG", "")
-    source = environ.get("CI_PIPELINE_SOURCE", "")
-    protected = (
-        protected_branch or environ.get("GATEKEEPER_PROTECTED_BRANCH") or environ.get("CI_DEFAULT_BRANCH") or "main"
-    )
-    if channel == "nightly" and tag:
-        return PolicyDecision(
-            False,
-            False,
-            f"policy: the nightly channel never runs on tag pipelines (tag {tag!r}); "
-            "a release is validated on the stable channel only. Restore the template's "
-            "'if: $CHANNEL == \"nightly\" && $CI_COMMIT_TAG' rule (when: never)",
-        )
-    target = environ.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME", "")
-    if source == "merge_request_event" and target and target != protected:
-        return PolicyDecision(
-            True, True, f"policy: merge request into {target!r} (not {protected!r}): failures do not block"
-        )
-    where = f"tag {tag}" if tag else f"{source or 'pipeline'} on {environ.get('CI_COMMIT_REF_NAME') or '?'}"
-    return PolicyDecision(True, False, f"policy: {channel} channel allowed ({where}); failures block")
 
 
 # ---------------------------------------------------------------- state

@@ -9,22 +9,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from gatekeeper.breaker.state import (
-    BreakerConfig,
-    check,
-    parse_duration,
-    record,
-    reset,
-    state_dir,
-    static_policy,
-    status,
-)
-from gatekeeper.contract.stage_report import read_stage
-from gatekeeper.core import files
+from gatekeeper.breaker.markers import diagnosis_from_artifacts, open_markers, upstream_failure, write_marker
+from gatekeeper.breaker.policy import static_policy
+from gatekeeper.breaker.state import BreakerConfig, check, parse_duration, record, reset, state_dir, status
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 
-__all__ = ["check_command", "diagnosis_from_artifacts", "record_command", "reset_command", "status_command"]
+__all__ = ["add_parser", "check_command", "record_command", "reset_command", "status_command"]
 
 
 def _stdout(out: TextIO | None) -> TextIO:
@@ -55,14 +46,23 @@ def check_command(
         print(f"gatekeeper: breaker: {policy.message}", file=sys.stderr)
         return ExitCode.BLOCKED
     _stdout(out).write(f"gatekeeper: breaker: {policy.message}\n")
+    never_skip = policy.never_skips(channel)
     # A job after one the breaker skipped is skipped too: the chain of stages
     # (and the gate, which would only see missing data) stops without device time.
-    upstream = _open_markers(Path(artifacts), job) if artifacts else []
-    if upstream:
+    upstream, warnings = open_markers(Path(artifacts), job, channel, environ) if artifacts else ([], [])
+    for warning in warnings:
+        print(f"gatekeeper: breaker: warning: {warning}", file=sys.stderr)
+    if upstream and never_skip:
+        print(
+            f"gatekeeper: breaker: upstream {upstream[0]}; ignored: on a tag, the protected branch or a merge "
+            "request into it the breaker never skips the stable channel",
+            file=sys.stderr,
+        )
+    elif upstream:
         print(f"gatekeeper: breaker: skipped: upstream {upstream[0]}", file=sys.stderr)
-        _write_marker(artifacts, channel, job, f"skipped after upstream {upstream[0]}")
+        write_marker(artifacts, channel, job, f"skipped after upstream {upstream[0]}", environ)
         return ExitCode.BREAKER_OPEN
-    upstream_failed = _upstream_failure(Path(artifacts or "."), after)
+    upstream_failed = upstream_failure(Path(artifacts or "."), after)
     if upstream_failed:
         print(
             f"gatekeeper: breaker: skipped: upstream {upstream_failed} on this channel; no device time spent",
@@ -72,72 +72,19 @@ def check_command(
     if policy_only:
         return ExitCode.PASS
     decision = check(state_dir(state, environ), channel, job, _config(failures, cooldown))
+    if not decision.allowed and never_skip:
+        _stdout(out).write(
+            f"gatekeeper: breaker: {decision.message.split('; skipped without')[0]}; running anyway: on a tag, the "
+            "protected branch or a merge request into it the breaker never skips the stable channel (the gate "
+            "must decide); the result is still recorded\n"
+        )
+        return ExitCode.PASS
     if not decision.allowed:
         print(f"gatekeeper: breaker: {decision.message}", file=sys.stderr)
-        _write_marker(artifacts, channel, job, decision.message)
+        write_marker(artifacts, channel, job, decision.message, environ)
         return ExitCode.BREAKER_OPEN
     _stdout(out).write(f"gatekeeper: breaker: {decision.message}\n")
     return ExitCode.PASS
-
-
-MARKER_SUFFIX = ".breaker.json"
-
-
-def _upstream_failure(artifacts: Path, after: Sequence[str]) -> str | None:
-    """Why a stage this job comes after did not pass on this channel (None: it passed).
-
-    Stage jobs of both channels share one needs: chain (GitLab < 18.6 cannot
-    say "the same matrix value" in needs:), so they run `when: always` and
-    decide here, from their own channel's artifacts, whether to go on.
-    """
-    for stage in after:
-        path = artifacts / f"{stage}.json"
-        if not path.is_file():
-            return f"{stage} wrote no report"
-        try:
-            report = read_stage(path)
-        except InputError as err:
-            return f"{stage} report unreadable ({err.line()})"
-        if report.status in ("failed", "error"):
-            counts = report.counts()
-            return f"{stage} {report.status} ({counts['failed']} failed, {counts['error']} errors)"
-    return None
-
-
-def _write_marker(artifacts: str | None, channel: str, job: str, message: str) -> None:
-    if artifacts:
-        files.write_json(
-            Path(artifacts) / f"{job}{MARKER_SUFFIX}",
-            {"schema": "gatekeeper.breaker-skip/v1", "channel": channel, "job": job, "message": message},
-        )
-
-
-def _open_markers(artifacts: Path, job: str) -> list[str]:
-    found = []
-    for path in sorted(artifacts.glob(f"*{MARKER_SUFFIX}")):
-        if path.name == f"{job}{MARKER_SUFFIX}":
-            continue  # our own marker from an earlier attempt of this job
-        doc = files.read_json(path, what="breaker marker")
-        if isinstance(doc, dict) and doc.get("message"):
-            found.append(f"{doc.get('job', path.name)}: {doc['message']}")
-    return found
-
-
-def diagnosis_from_artifacts(artifacts: Path, job: str) -> str | None:
-    """The failed checks of the job's stage report, as one short line."""
-    path = artifacts / f"{job}.json"
-    if not path.is_file():
-        return f"{job} wrote no report (crashed or timed out before writing {path.name})"
-    try:
-        report = read_stage(path)
-    except InputError as err:
-        return f"unreadable stage report: {err.line()}"
-    bad = [c for c in report.checks if c.status in ("failed", "error")]
-    if not bad:
-        return None
-    first = "; ".join(f"{c.name}: {c.message}" for c in bad[:2])
-    more = f" (+{len(bad) - 2} more)" if len(bad) > 2 else ""
-    return (first + more)[:300]
 
 
 def record_command(

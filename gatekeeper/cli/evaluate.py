@@ -21,6 +21,8 @@ def _run(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         channel=args.channel,
         record=args.record,
+        record_blocked=args.record_blocked,
+        gates_ref=args.gates_ref,
     )
     print(f"gatekeeper: wrote {args.out or args.artifacts}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
     return print_verdict(verdict)
@@ -32,10 +34,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--artifacts", type=Path, default=Path("artifacts"), help="directory of <stage>.json (default: artifacts)"
     )
     p.add_argument("--gates", type=Path, help=GATES_HELP)
+    p.add_argument(
+        "--gates-ref",
+        metavar="REF",
+        help="apply the gates file as it is at git REF (a merge request's target branch); every difference of "
+        "this branch's copy is a named warning",
+    )
     p.add_argument("--baseline", help="baseline store: DIR, sqlite:PATH, gitlab: or git:BRANCH")
     p.add_argument(
         "--channel", choices=["stable", "nightly"], help="default: $GATEKEEPER_CHANNEL, else the stages' own"
     )
     p.add_argument("--out", type=Path, help="where to write the verdict (default: the artifacts directory)")
-    p.add_argument("--record", metavar="STORE", help="also keep this run's results and verdict in a history store")
+    p.add_argument(
+        "--record",
+        metavar="STORE",
+        help="also keep this run's results and verdict in a history store (only a pass or warn verdict)",
+    )
+    p.add_argument(
+        "--record-blocked", action="store_true", help="with --record: keep a blocked run too (never a baseline)"
+    )
     p.set_defaults(handler=_run)

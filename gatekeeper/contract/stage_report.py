@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from gatekeeper.contract import schemas
+from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 
@@ -23,6 +24,7 @@ __all__ = [
     "Environment",
     "Metric",
     "StageReport",
+    "bad_numbers",
     "junit_bytes",
     "read_artifacts",
     "read_stage",
@@ -32,7 +34,8 @@ __all__ = [
 ]
 
 STAGE_SCHEMA = "gatekeeper.stage/v1"
-CheckStatus = Literal["passed", "failed", "error", "skipped"]
+# info: a fact worth showing (unknown memory, a set override), neither a pass nor a failure
+CheckStatus = Literal["passed", "failed", "error", "skipped", "info"]
 Better = Literal["lower", "higher", "none"]
 
 
@@ -186,7 +189,7 @@ class StageReport:
         )
 
     def counts(self) -> dict[str, int]:
-        out = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+        out = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "info": 0}
         for c in self.checks:
             out[c.status] += 1
         return out
@@ -222,6 +225,8 @@ def write_junit(report: StageReport, path: str | Path) -> Path:
             case.system_out = check.message
         elif check.status == "skipped":
             case.result = [Skipped(check.message)]
+        elif check.status == "info":
+            case.system_out = f"info (a fact, not a pass): {check.message}"
         elif check.message:
             case.system_out = check.message
         suite.add_testcase(case)
@@ -256,7 +261,39 @@ def read_stage(path: str | Path) -> StageReport:
             "upgrade gatekeeper",
         )
     schemas.validate(STAGE_SCHEMA, doc, path=str(path))
+    problem = bad_numbers(doc)
+    if problem:
+        raise InputError(path, problem[0], problem[1], "rerun the stage that wrote it; a timing is finite and > 0")
     return StageReport.from_dict(doc)
+
+
+TIMING_UNITS = ("ns", "us", "ms", "s")
+
+
+def _is_timing(unit: str) -> bool:
+    return unit in TIMING_UNITS or unit.endswith("/s")
+
+
+def bad_numbers(doc: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(place, problem) for the first non-finite metric value or sample, or non-positive timing sample; else None.
+
+    JSON readers accept NaN and Infinity; the judge cannot, and a NaN recorded
+    into a baseline store would break every later comparison.
+    """
+    for name, m in (doc.get("metrics") or {}).items():
+        value = m.get("value")
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"metrics.{name}.value", f"metric {name} is {value} (not a finite number)"
+        raw = m.get("samples") or []
+        groups = raw if raw and isinstance(raw[0], list) else [raw]
+        for g, group in enumerate(groups):
+            for i, x in enumerate(group):
+                where = f"metrics.{name}.samples[{g}][{i}]" if len(groups) > 1 else f"metrics.{name}.samples[{i}]"
+                if not math.isfinite(x):
+                    return where, f"metric {name} has a sample {x} (not a finite number)"
+                if x <= 0 and _is_timing(str(m.get("unit", ""))):
+                    return where, f"metric {name} has a timing sample {x} {m.get('unit')} (a timing is > 0)"
+    return None
 
 
 def read_artifacts(directory: str | Path) -> dict[str, StageReport]:
@@ -265,16 +302,31 @@ def read_artifacts(directory: str | Path) -> dict[str, StageReport]:
     if not directory.is_dir():
         raise InputError(directory, "", "artifacts directory not found", "pass the --out directory of the stages")
     reports: dict[str, StageReport] = {}
+    origin: dict[str, Path] = {}
     for path in sorted(directory.glob("*.json")):
-        if path.name.endswith(".junit.json") or not _claims_stage_schema(path):
+        # A file named after a stage is that stage's artifact, whatever it holds: an empty,
+        # binary or truncated one is corrupt (exit 2), never "the stage wrote nothing".
+        if path.stem not in STAGE_NAMES and (path.name.endswith(".junit.json") or not _claims_stage_schema(path)):
             continue
         report = read_stage(path)
+        if path.stem in STAGE_NAMES and report.stage != path.stem:
+            raise InputError(path, "stage", f"{path.name} claims stage {report.stage!r}", "rerun the stage")
+        if report.stage in origin:
+            raise InputError(
+                path,
+                "stage",
+                f"a second artifact for stage {report.stage!r} (the first is {origin[report.stage]})",
+                "keep one artifact per stage; remove the stray copy",
+            )
         reports[report.stage] = report
+        origin[report.stage] = path
     return reports
 
 
 def _claims_stage_schema(path: Path) -> bool:
     # Cheap sniff so verdict.json and other files beside the artifacts are not parsed as stages.
+    if path.stat().st_size == 0:
+        return False
     with path.open("rb") as fh:
         head = fh.read(4096)
     return b'"gatekeeper.stage/' in head or (path.stem.isidentifier() and b'"stage"' in head and b'"checks"' in head)

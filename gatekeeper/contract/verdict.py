@@ -100,6 +100,14 @@ class Verdict:
     expired_waivers: tuple[Mapping[str, Any], ...] = ()
     generated_at: str = ""
     gates_file: str = ""
+    baselines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # stage -> the run it was compared with
+    warnings: tuple[str, ...] = ()  # integrity warnings (weakened gates, skipped baseline records...)
+    provenance: Mapping[str, Any] = field(default_factory=dict)  # version, gates sha256, artifacts sha256
+
+    @property
+    def gpu_verified(self) -> bool:
+        """False when the stages ran on a CPU: whatever the result, it says nothing about a GPU."""
+        return self.environment.get("device_kind") in ("rocm", "cuda")
 
     @property
     def exit_code(self) -> ExitCode:
@@ -128,6 +136,10 @@ class Verdict:
             "gates": [g.to_dict() for g in self.gates],
             "waived_checks": [w.to_dict() for w in self.waived_checks],
             "expired_waivers": [dict(w) for w in self.expired_waivers],
+            "gpu_verified": self.gpu_verified,
+            "baselines": {k: dict(v) for k, v in self.baselines.items()},
+            "warnings": list(self.warnings),
+            "provenance": dict(self.provenance),
         }
 
     @classmethod
@@ -144,6 +156,9 @@ class Verdict:
             expired_waivers=tuple(d.get("expired_waivers", [])),
             generated_at=d.get("generated_at", ""),
             gates_file=d.get("gates_file", ""),
+            baselines=d.get("baselines", {}),
+            warnings=tuple(d.get("warnings", ())),
+            provenance=d.get("provenance", {}),
         )
 
 

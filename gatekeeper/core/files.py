@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ __all__ = [
     "YamlDocument",
     "atomic_write",
     "dates_to_text",
+    "loads_strict",
+    "parse_yaml",
     "read_json",
     "read_text",
     "read_yaml",
@@ -76,10 +79,39 @@ def read_text(path: str | Path, *, what: str = "file") -> str:
         raise InputError(path, "", f"cannot read {what}: {err.strerror}") from None
 
 
+class DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """object_pairs_hook: a key given twice in one object is an error, never "the last one wins"."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def loads_strict(text: str) -> Any:
+    """json.loads that refuses a key given twice in one object (DuplicateKeyError)."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
     text = read_text(path, what=what)
+    if not text.strip():
+        raise InputError(path, "", f"empty {what}", "rerun the step that wrote it")
     try:
-        return json.loads(text)
+        return loads_strict(text)
+    except DuplicateKeyError as err:
+        lines = _key_lines(text, err.key)
+        where = " and ".join(f"line {n}" for n in lines[:2]) or "one object"
+        raise InputError(
+            path, "", f"duplicate key {err.key!r} ({where}): a reader would silently keep only one", "remove one"
+        ) from None
     except json.JSONDecodeError as err:
         hint = (
             "the file looks truncated; rerun the step that wrote it"
@@ -87,6 +119,12 @@ def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
             else "fix the JSON syntax"
         )
         raise InputError(path, f"{err.lineno}:{err.colno}", f"invalid JSON: {err.msg}", hint) from None
+
+
+def _key_lines(text: str, key: str) -> list[int]:
+    """1-based lines where ``"key":`` appears (to name both places of a duplicate)."""
+    pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:")
+    return [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)]
 
 
 @dataclass(frozen=True)
@@ -133,7 +171,11 @@ def _child(node: yaml.Node, key: str | int) -> yaml.Node | None:
 
 
 def read_yaml(path: str | Path, *, what: str = "YAML file") -> YamlDocument:
-    text = read_text(path, what=what)
+    return parse_yaml(read_text(path, what=what), path)
+
+
+def parse_yaml(text: str, path: str | Path) -> YamlDocument:
+    """YAML text (read from ``path``, which errors name) as a YamlDocument; a duplicated key is an error."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -146,7 +188,32 @@ def read_yaml(path: str | Path, *, what: str = "YAML file") -> YamlDocument:
     except ValueError as err:  # e.g. an impossible date such as 2025-13-01
         where, value = _bad_scalar(root)
         raise InputError(path, where, f"invalid value {value!r}: {err}", "write dates as YYYY-MM-DD") from None
+    _reject_duplicate_keys(path, root)
     return YamlDocument(str(path), data, root)
+
+
+def _reject_duplicate_keys(path: str | Path, root: yaml.Node | None) -> None:
+    """PyYAML keeps the last of two equal keys; a second gate or rule of one name would silently win."""
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, yaml.Node] = {}
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value in seen:
+                    first = seen[k.value].start_mark
+                    raise InputError(
+                        path,
+                        f"{k.start_mark.line + 1}:{k.start_mark.column + 1}",
+                        f"duplicate key {k.value!r} (first at {first.line + 1}:{first.column + 1}): "
+                        "only one of them would apply",
+                        "remove or rename one",
+                    )
+                if isinstance(k, yaml.ScalarNode):
+                    seen[k.value] = k
+                stack.append(v)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 def dates_to_text(obj: Any) -> Any:

@@ -21,7 +21,7 @@ from gatekeeper.evaluate.judge import holm_adjust, judge_gate, uses_judge
 from gatekeeper.evaluate.metrics import Resolved, resolve
 from gatekeeper.evaluate.point_gates import expand, named
 
-__all__ = ["Inputs", "evaluate"]
+__all__ = ["NOT_GPU", "Inputs", "evaluate"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,9 @@ class Inputs:
     environ: Mapping[str, str] = field(default_factory=dict)
     generated_at: str = ""
     not_selected: frozenset[str] = frozenset()  # stages deliberately not run (pipeline --stages)
+    baseline_runs: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)  # stage -> RunInfo dict
+    warnings: tuple[str, ...] = ()  # integrity warnings found while reading the inputs
+    provenance: Mapping[str, object] = field(default_factory=dict)
 
 
 def evaluate(inputs: Inputs) -> Verdict:
@@ -52,13 +55,19 @@ def evaluate(inputs: Inputs) -> Verdict:
         for point, label in expand(gate, inputs.reports, inputs.baselines)  # a [*] gate: one per sweep point
     ]
     results = holm_adjust(results)  # across gates and sweep points alike
+    required = _device_required(inputs)
+    if required:
+        results.insert(0, required)
     blocking = [r for r in results if r.blocking]
     warnings = [r for r in results if r.warns]
-    result = "blocked" if blocking else ("warn" if warnings else "pass")
+    result = "blocked" if blocking else ("warn" if warnings or inputs.warnings else "pass")
+    summary = _summary(results, blocking, warnings)
+    if inputs.warnings:
+        summary += f" {len(inputs.warnings)} integrity warning(s): {inputs.warnings[0]}"
     env = next(iter(inputs.reports.values())).environment.to_dict() if inputs.reports else {}
     return Verdict(
         result=result,
-        summary=_summary(results, blocking, warnings),
+        summary=summary,
         channel=inputs.channel,
         gates=tuple(results),
         context=inputs.context.to_dict(),
@@ -71,6 +80,31 @@ def evaluate(inputs: Inputs) -> Verdict:
         ),
         generated_at=inputs.generated_at,
         gates_file=inputs.gates.source,
+        baselines={k: dict(v) for k, v in inputs.baseline_runs.items()},
+        warnings=tuple(inputs.warnings),
+        provenance=dict(inputs.provenance),
+    )
+
+
+NOT_GPU = "not a GPU verdict"
+
+
+def _device_required(inputs: Inputs) -> GateResult | None:
+    """Built in, whatever gates.yaml says: a job meant for a GPU (GATEKEEPER_REQUIRE_DEVICE=1) that ran without one."""
+    if not inputs.context.require_device:
+        return None
+    kinds = {r.environment.device_kind for r in inputs.reports.values()}
+    if kinds and kinds <= {"rocm", "cuda"}:
+        return None
+    ran = ", ".join(sorted(kinds)) or "no stage ran"
+    return GateResult(
+        name="gpu-verified",
+        outcome=Outcome.FAIL,
+        reason=f"GATEKEEPER_REQUIRE_DEVICE=1 (a GPU job) but the stages ran on: {ran}; nothing was verified on a "
+        "GPU. Fix the runner (tags, device nodes) or set device_required: false for a CPU job",
+        metric="environment.device_kind",
+        rule="in (rocm, cuda)",
+        description="Built in: a job meant for a GPU must have run on one.",
     )
 
 
@@ -154,7 +188,34 @@ def _evaluate_gate(
         result = judge_gate(gate, got, ref, base) if judged else _point(gate, label, got, ref.value, base)
     else:
         result = _point(gate, label, got, None, base)
+    result = _bound_skips(result, gate, inputs)
     return _apply_waivers(result, gate, active=active, expired=expired, mine=mine, reports=inputs.reports)
+
+
+def _bound_skips(result: GateResult, gate: Gate, inputs: Inputs) -> GateResult:
+    """``max_skipped``: a gate whose checks were mostly skipped has not been checked, whatever its metric says."""
+    from dataclasses import replace
+
+    if gate.max_skipped is None or result.outcome is Outcome.FAIL:
+        return result
+    if gate.junit:
+        summary = inputs.junit.get(gate.name)
+        skipped = [f"{int(summary.metric('skipped') or 0)} JUnit tests"] if summary else []
+        count = int(summary.metric("skipped") or 0) if summary else 0
+    else:
+        report = inputs.reports.get(gate.stage or "")
+        patterns = gate.skip_checks or ("*",)
+        skipped = [
+            c.name
+            for c in (report.checks if report else ())
+            if c.status == "skipped" and any(fnmatch.fnmatchcase(c.name, p) for p in patterns)
+        ]
+        count = len(skipped)
+    if count <= gate.max_skipped:
+        return result
+    names = ", ".join(skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+    reason = f"{count} checks skipped (at most {gate.max_skipped} allowed: {names}); {result.reason}"
+    return replace(result, outcome=Outcome.FAIL, reason=reason)
 
 
 def _unconverged_warmup(stage: str, reports: Mapping[str, StageReport], baselines: Mapping[str, StageReport]) -> str:

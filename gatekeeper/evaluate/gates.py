@@ -20,7 +20,17 @@ from gatekeeper.contract.metric_points import pattern_error
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 
-__all__ = ["Condition", "Gate", "Gates", "Rule", "Waiver", "default_gates_path", "load_gates", "parse_gates"]
+__all__ = [
+    "Condition",
+    "Gate",
+    "Gates",
+    "Rule",
+    "Waiver",
+    "default_gates_path",
+    "load_gates",
+    "load_gates_text",
+    "parse_gates",
+]
 
 GATES_SCHEMA = "gatekeeper.gates/v1"
 
@@ -118,6 +128,8 @@ class Gate:
     alpha: float = 0.01
     min_effect: float | None = None
     description: str = ""
+    max_skipped: int | None = None  # more skipped checks than this fails the gate
+    skip_checks: tuple[str, ...] = ()  # which checks count (globs; empty: all of the stage)
 
     @property
     def stage(self) -> str | None:
@@ -184,8 +196,13 @@ def default_gates_path(explicit: str | Path | None = None, cwd: Path | None = No
 
 
 def load_gates(path: str | Path) -> Gates:
-    doc = files.read_yaml(path, what="gates file")
-    return parse_gates(doc.data, path=str(path), position=doc.position, key_position=doc.key_position)
+    return load_gates_text(files.read_text(path, what="gates file"), str(path))
+
+
+def load_gates_text(text: str, source: str) -> Gates:
+    """Gates from YAML text; ``source`` names it in errors (e.g. ``main:gates.yaml``)."""
+    doc = files.parse_yaml(text, source)
+    return parse_gates(doc.data, path=source, position=doc.position, key_position=doc.key_position)
 
 
 def parse_gates(
@@ -244,6 +261,8 @@ def parse_gates(
                 alpha=float(g.get("alpha", 0.01)),
                 min_effect=g.get("min_effect"),
                 description=g.get("description", ""),
+                max_skipped=g.get("max_skipped"),
+                skip_checks=tuple(g.get("skip_checks", ())),
             )
         )
     names = {g.name for g in gates}

@@ -98,11 +98,11 @@ def _skipped_check_for(report: StageReport, metric: str) -> str:
 
 
 def _check_count(report: StageReport, what: str, waived: Collection[str]) -> Resolved:
-    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "info": 0}
     for c in report.checks:
         status = "skipped" if c.name in waived else c.status
         counts[{"error": "errors"}.get(status, status)] += 1
-    total = sum(counts.values())
+    total = sum(counts.values()) - counts["info"]  # a fact is not a check that ran
     if what == "total":
         return Resolved(float(total), "checks", "none")
     if what == "pass_rate":

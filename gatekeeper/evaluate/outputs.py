@@ -11,7 +11,7 @@ from gatekeeper.contract.stage_report import junit_bytes
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
 from gatekeeper.evaluate.point_gates import SweepTable, split_results, sweep_tables
 
-__all__ = ["banner", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
+__all__ = ["banner", "no_gpu_line", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
 
 _ICON = {
     Outcome.PASS: "✅ pass",
@@ -47,6 +47,14 @@ def _order(g: GateResult) -> int:
     )
 
 
+def no_gpu_line(v: Verdict) -> str:
+    """One sentence for a verdict whose stages ran on a CPU ("" for a GPU verdict)."""
+    if v.gpu_verified:
+        return ""
+    kind = v.environment.get("device_kind") or "unknown"
+    return f"Not a GPU verdict: the stages ran on {kind}, so nothing here was checked on a GPU."
+
+
 def to_markdown(v: Verdict) -> str:
     ctx = v.context
     env = v.environment
@@ -59,6 +67,8 @@ def to_markdown(v: Verdict) -> str:
         "",
         v.summary,
         "",
+        *([f"> ⚠️ **{no_gpu_line(v)}**", ""] if not v.gpu_verified else []),
+        *([f"> ⚠️ {w}" for w in v.warnings] + [""] if v.warnings else []),
         f"channel **{v.channel}** · torch `{env.get('torch_version', '?')}` · device `{env.get('device_name') or '?'}` "
         f"(`{device}`) · ROCm `{env.get('rocm_version') or '—'}`" + (f" · {where}" if where else ""),
     ]
@@ -191,11 +201,15 @@ def to_metrics_txt(v: Verdict) -> str:
 
 def banner(v: Verdict) -> str:
     """The short text printed before a non-zero exit."""
+    gpu = f"\ngatekeeper: {no_gpu_line(v)}" if not v.gpu_verified else ""
     if v.result == "pass":
-        return f"gatekeeper: PASSED. {v.summary}"
+        return f"gatekeeper: PASSED. {v.summary}{gpu}"
     head = "BLOCKED" if v.result == "blocked" else "PASSED WITH WARNINGS"
     gates = v.blocking_gates if v.result == "blocked" else v.warning_gates
     lines = ["=" * 72, f"gatekeeper: {head}. {v.summary}"]
     lines += [f"  - {g.name}: {g.reason}" for g in gates]
+    lines += [f"  - warning: {w}" for w in v.warnings]
+    if gpu:
+        lines.append(gpu.strip())
     lines.append("=" * 72)
     return "\n".join(lines)

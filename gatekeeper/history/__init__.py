@@ -14,7 +14,19 @@ from typing import Any, Protocol
 
 from gatekeeper.contract.stage_report import Environment, StageReport
 
-__all__ = ["STORES", "BaselineStore", "RunInfo", "comparability", "open_store"]
+__all__ = [
+    "BASELINE_VERDICTS",
+    "STORES",
+    "BaselineStore",
+    "RunInfo",
+    "baseline_branch",
+    "comparability",
+    "open_store",
+    "unusable",
+]
+
+# Only a run whose gate verdict was one of these may become a baseline (a blocked run never does).
+BASELINE_VERDICTS = ("pass", "warn")
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,18 @@ class RunInfo:
     pipeline_id: str | None = None
     verdict: str | None = None  # the gate verdict of that pipeline, when known
     recorded_at: str | None = None
+    run_id: str | None = None  # the store's own id of the record (sqlite row, git file, GitLab job)
+
+    def to_dict(self) -> dict[str, str | None]:
+        return dict(self.__dict__)
+
+    def describe(self) -> str:
+        parts = [f"run {self.run_id}" if self.run_id else "", f"branch {self.ref}" if self.ref else ""]
+        parts += [
+            f"commit {self.commit[:12]}" if self.commit else "",
+            f"from {self.recorded_at}" if self.recorded_at else "",
+        ]
+        return ", ".join(p for p in parts if p) or "no run information"
 
 
 class BaselineStore(Protocol):
@@ -41,11 +65,42 @@ class BaselineStore(Protocol):
         """Newest first."""
         ...
 
+    def latest_record(
+        self, stage: str, like: StageReport, *, branch: str | None = None
+    ) -> tuple[RunInfo, StageReport] | None:
+        """Like ``latest``, restricted to ``branch`` (None: any) and to runs whose verdict may be a baseline,
+        with where the result came from. Records that cannot be read are skipped and named in ``skipped``."""
+        ...
+
     def save(self, report: StageReport, info: RunInfo) -> None: ...
 
 
-# The environment fields that must match for two results to be compared at all.
-_MUST_MATCH = ("device_kind", "arch")
+def baseline_branch(environ: Mapping[str, str]) -> str | None:
+    """The branch whose results are the baseline: a merge request's target branch, else the protected branch
+    (``GATEKEEPER_BASELINE_BRANCH``, ``GATEKEEPER_PROTECTED_BRANCH``, ``CI_DEFAULT_BRANCH``); None outside CI."""
+    names = ("CI_MERGE_REQUEST_TARGET_BRANCH_NAME", "GATEKEEPER_BASELINE_BRANCH", "GATEKEEPER_PROTECTED_BRANCH")
+    for name in (*names, "CI_DEFAULT_BRANCH"):
+        if environ.get(name):
+            return environ[name]
+    return None
+
+
+def unusable(doc: Any) -> str | None:
+    """Why a stored record cannot be a baseline (not a stage result, non-finite or non-positive timings), or None."""
+    from gatekeeper.contract.stage_report import bad_numbers
+
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("metrics"), Mapping):
+        return "not a stage result"
+    try:
+        problem = bad_numbers(doc)
+    except (TypeError, AttributeError):
+        return "malformed metrics"
+    return f"{problem[0]}: {problem[1]}" if problem else None
+
+
+# The environment fields that must match for two results to be compared at all
+# (a nightly result is never the stable channel's baseline).
+_MUST_MATCH = ("channel", "device_kind", "arch")
 
 
 def comparability(baseline: StageReport, candidate: StageReport) -> str | None:

@@ -29,6 +29,15 @@ class FileStore:
             return None
         return report
 
+    def latest_record(
+        self, stage: str, like: StageReport, *, branch: str | None = None
+    ) -> tuple[RunInfo, StageReport] | None:
+        """A directory is named explicitly: ``branch`` does not apply (nor a verdict: it has none)."""
+        report = self.latest(stage, like)
+        if report is None:
+            return None
+        return RunInfo(recorded_at=report.started_at, run_id=str(self.directory / f"{stage}.json")), report
+
     def history(
         self, stage: str, *, channel: str | None = None, limit: int = 50
     ) -> Sequence[tuple[RunInfo, StageReport]]:

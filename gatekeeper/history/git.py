@@ -25,7 +25,7 @@ import git
 from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
-from gatekeeper.history import RunInfo, comparability
+from gatekeeper.history import BASELINE_VERDICTS, RunInfo, comparability, unusable
 
 __all__ = ["GitStore"]
 
@@ -52,6 +52,7 @@ class GitStore:
             raise InputError(None, "--baseline git:", f"{branch!r} is not a valid branch name") from None
         self.branch = branch
         self.why_missing = ""  # why the last latest() returned None
+        self.skipped: list[str] = []  # records the last latest() could not use
         self.ref = f"refs/heads/{branch}"
         self.remote = remote
 
@@ -94,20 +95,36 @@ class GitStore:
         for blob in sorted(tree.blobs, key=lambda b: b.name, reverse=True):
             try:
                 doc = json.loads(blob.data_stream.read())
-                out.append((RunInfo(**doc.get("info", {})), StageReport.from_dict(doc["report"])))
+                info = RunInfo(**{**doc.get("info", {}), "run_id": f"{self.branch}:results/{stage}/{blob.name}"})
+                problem = unusable(doc.get("report"))
+                if problem:
+                    self.skipped.append(f"baseline record {info.describe()} skipped: {problem}")
+                    continue
+                out.append((info, StageReport.from_dict(doc["report"])))
             except (ValueError, KeyError, TypeError):
                 continue  # a file someone edited by hand: not a baseline
         return out
 
     def latest(self, stage: str, like: StageReport) -> StageReport | None:
-        self.why_missing = f"no passed {stage} result on branch {self.branch}"
-        for _, report in self._records(stage):
-            reason = comparability(report, like) if report.status == "passed" else "not passed"
+        found = self.latest_record(stage, like)
+        return found[1] if found else None
+
+    def latest_record(
+        self, stage: str, like: StageReport, *, branch: str | None = None
+    ) -> tuple[RunInfo, StageReport] | None:
+        self.skipped = []
+        on = f" from {branch}" if branch else ""
+        self.why_missing = f"no passed {stage} result{on} on branch {self.branch}"
+        for info, report in self._records(stage):
+            if branch and info.ref != branch:
+                continue
+            if report.status != "passed" or (info.verdict is not None and info.verdict not in BASELINE_VERDICTS):
+                continue
+            reason = comparability(report, like)
             if reason is None:
                 self.why_missing = ""
-                return report
-            if reason != "not passed":
-                self.why_missing = reason
+                return info, report
+            self.why_missing = reason
         return None
 
     def history(
@@ -121,10 +138,11 @@ class GitStore:
     def save(self, report: StageReport, info: RunInfo) -> None:
         when = _stamp(info.recorded_at)
         info = RunInfo(info.ref, info.commit, info.pipeline_id, info.verdict, info.recorded_at or when.isoformat())
+        record = {k: v for k, v in info.to_dict().items() if k != "run_id"}
         name = (
             f"results/{report.stage}/{when:%Y%m%dT%H%M%S%fZ}-{(info.commit or 'none')[:12]}-{uuid.uuid4().hex[:8]}.json"
         )
-        data = json.dumps({"info": info.__dict__, "report": report.to_dict()}, indent=1).encode()
+        data = json.dumps({"info": record, "report": report.to_dict()}, indent=1).encode()
         for _ in range(_RETRIES):
             self._fetch()
             old = self._tip()

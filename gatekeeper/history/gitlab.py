@@ -37,7 +37,7 @@ from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.gitlab_api import GitLabClient, GitLabError
 from gatekeeper.core.redact import redact
-from gatekeeper.history import RunInfo, comparability
+from gatekeeper.history import RunInfo, baseline_branch, comparability, unusable
 
 __all__ = ["GitLabStore"]
 
@@ -67,18 +67,14 @@ class GitLabStore:
         self._token = token or None
         self.private = bool(token and header == "PRIVATE-TOKEN")
         self.why_missing = ""
+        self.skipped: list[str] = []
 
     @classmethod
     def from_env(cls, location: str = "", environ: Mapping[str, str] | None = None) -> GitLabStore:
         env = os.environ if environ is None else environ
         missing = [v for v in ("CI_API_V4_URL", "CI_PROJECT_ID") if not env.get(v)]
-        # The CI component sets GATEKEEPER_PROTECTED_BRANCH: every pipeline compares with that branch.
-        branch = (
-            location
-            or env.get("GATEKEEPER_PROTECTED_BRANCH")
-            or env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
-            or env.get("CI_DEFAULT_BRANCH")
-        )
+        # A merge request compares with its target branch, any other pipeline with the protected branch.
+        branch = location or baseline_branch(env)
         if not branch:
             missing.append("GATEKEEPER_PROTECTED_BRANCH, CI_MERGE_REQUEST_TARGET_BRANCH_NAME or CI_DEFAULT_BRANCH")
         if missing:
@@ -156,7 +152,7 @@ class GitLabStore:
             self.why_missing = f"job {job['id']} artifacts are not a zip archive"
             return None
 
-    def _candidates_by_pipeline(self, stage: str) -> Iterator[StageReport]:
+    def _candidates_by_pipeline(self, stage: str) -> Iterator[tuple[RunInfo, StageReport]]:
         """Reports of ``stage`` from the branch's successful pipelines, newest first, fetched lazily."""
         params = {"ref": self.branch, "status": "success", "order_by": "id", "sort": "desc", "per_page": _PIPELINES}
         body = self._get("pipelines", params)
@@ -171,24 +167,47 @@ class GitLabStore:
                     continue
                 report = self._from_job(job, stage)
                 if report is not None and report.stage == stage:
-                    yield report
+                    info = RunInfo(
+                        ref=self.branch,
+                        commit=pipeline.get("sha"),
+                        pipeline_id=str(pipeline["id"]),
+                        verdict="pass",  # a successful pipeline: its gate passed or only warned
+                        recorded_at=pipeline.get("updated_at") or report.started_at,
+                        run_id=f"job {job['id']}",
+                    )
+                    yield info, report
 
-    def _candidates_by_ref(self, stage: str) -> Iterator[StageReport]:
+    def _candidates_by_ref(self, stage: str) -> Iterator[tuple[RunInfo, StageReport]]:
         name = f"{self.artifacts_dir}/{stage}.json" if self.artifacts_dir else f"{stage}.json"
         for job in self.job_names or (stage,):
             body = self._get(f"jobs/artifacts/{quote(self.branch, safe='')}/raw/{quote(name)}", {"job": job})
             report = self._report_from(body, f"{job} {name}") if body is not None else None
             if report is not None and report.stage == stage:
-                yield report
+                yield (
+                    RunInfo(ref=self.branch, recorded_at=report.started_at, run_id=f"latest {job} of {self.branch}"),
+                    report,
+                )
 
     def latest(self, stage: str, like: StageReport) -> StageReport | None:
+        found = self.latest_record(stage, like)
+        return found[1] if found else None
+
+    def latest_record(
+        self, stage: str, like: StageReport, *, branch: str | None = None
+    ) -> tuple[RunInfo, StageReport] | None:
+        """``branch`` is already this store's own (the spec's, else the target or protected branch)."""
         self.why_missing = ""
+        self.skipped = []
         reports = self._candidates_by_pipeline(stage) if self.private else self._candidates_by_ref(stage)
         reasons = []
-        for report in reports:
+        for info, report in reports:
+            problem = unusable(report.to_dict())
+            if problem:
+                self.skipped.append(f"baseline record {info.describe()} skipped: {problem}")
+                continue
             reason = comparability(report, like)
             if reason is None and report.status == "passed":
-                return report
+                return info, report
             reasons.append(reason or f"the baseline stage {report.status}")
         if reasons:
             self.why_missing = reasons[0]
@@ -201,9 +220,9 @@ class GitLabStore:
     ) -> Sequence[tuple[RunInfo, StageReport]]:
         reports = self._candidates_by_pipeline(stage) if self.private else self._candidates_by_ref(stage)
         out = []
-        for r in reports:
+        for info, r in reports:
             if not channel or r.environment.channel == channel:
-                out.append((RunInfo(ref=self.branch, recorded_at=r.started_at), r))
+                out.append((info, r))
             if len(out) >= limit:
                 break
         return out

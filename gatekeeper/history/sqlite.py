@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gatekeeper.contract.stage_report import StageReport, utc_now
 from gatekeeper.core.errors import InputError
-from gatekeeper.history import RunInfo, comparability
+from gatekeeper.history import BASELINE_VERDICTS, RunInfo, comparability, unusable
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -50,6 +50,7 @@ class SqliteStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.why_missing = ""  # why the last latest() returned None
+        self.skipped: list[str] = []  # records the last latest() could not use
         if not str(path):
             raise InputError(None, "--baseline", "sqlite store needs a path", "e.g. sqlite:.gatekeeper/results.db")
         with self._connect() as conn:
@@ -118,23 +119,48 @@ class SqliteStore:
 
     def latest(self, stage: str, like: StageReport) -> StageReport | None:
         """The newest passed result of ``stage`` comparable with ``like`` (None: no comparable baseline)."""
+        found = self.latest_record(stage, like)
+        return found[1] if found else None
+
+    def latest_record(
+        self, stage: str, like: StageReport, *, branch: str | None = None
+    ) -> tuple[RunInfo, StageReport] | None:
         env = like.environment
-        with self._connect() as conn:
-            rows = conn.execute(
-                "SELECT report FROM results WHERE stage = ? AND device_kind IS ? AND arch IS ? "
-                "AND status = 'passed' ORDER BY recorded_at DESC, id DESC LIMIT ?",
-                (stage, env.device_kind, env.arch, _SCAN),
-            ).fetchall()
-        device = env.device_kind if env.arch in (None, env.device_kind) else f"{env.device_kind} {env.arch}"
-        self.why_missing = (
-            f"no passed {stage} result on {device} in {self.path} yet (first run of this branch or device)"
+        query = (
+            "SELECT id, ref, commit_sha, pipeline_id, verdict, recorded_at, report FROM results "
+            "WHERE stage = ? AND channel IS ? AND device_kind IS ? AND arch IS ? AND status = 'passed' "
+            "AND (verdict IS NULL OR verdict IN (?, ?))"
         )
-        for (text,) in rows:
-            report = StageReport.from_dict(json.loads(text))
+        args: list[object] = [stage, env.channel, env.device_kind, env.arch, *BASELINE_VERDICTS]
+        if branch:
+            query += " AND ref = ?"
+            args.append(branch)
+        query += " ORDER BY recorded_at DESC, id DESC LIMIT ?"
+        args.append(_SCAN)
+        with self._connect() as conn:
+            rows = conn.execute(query, args).fetchall()
+        device = env.device_kind if env.arch in (None, env.device_kind) else f"{env.device_kind} {env.arch}"
+        on = f", branch {branch}" if branch else ""
+        self.why_missing = (
+            f"no passed {stage} result on {device} ({env.channel} channel{on}, verdict pass or warn) in {self.path} "
+            "yet (first run of this branch or device)"
+        )
+        self.skipped = []
+        for row_id, ref, commit, pipeline, verdict, at, text in rows:
+            info = RunInfo(ref, commit, pipeline, verdict, at, run_id=f"sqlite:{row_id}")
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                doc = None
+            problem = unusable(doc)
+            if problem:
+                self.skipped.append(f"baseline record {info.describe()} in {self.path} skipped: {problem}")
+                continue
+            report = StageReport.from_dict(doc)
             reason = comparability(report, like)
             if reason is None:
                 self.why_missing = ""
-                return report
+                return info, report
             self.why_missing = reason
         return None
 

@@ -160,7 +160,12 @@ def _visible(environ: Mapping[str, str], name: str, what: str, gpu_expected: boo
     if value is None:
         return Finding(check, "ok", f"not set: {what} sees every GPU")
     if value.strip() in ("", "-1") and not gpu_expected:
-        return Finding(check, "info", f"{name}={value!r} hides every GPU (as a CPU-only job may intend)")
+        return Finding(
+            check,
+            "warning",
+            f"{name}={value!r} hides every GPU (as a CPU-only job may intend; this verdict is no GPU verdict)",
+            f"unset {name} on GPU runners",
+        )
     if value.strip() in ("", "-1"):
         return Finding(
             check,

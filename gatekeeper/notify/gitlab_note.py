@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gatekeeper.core.gitlab_api import GitLabClient
-from gatekeeper.evaluate.outputs import to_markdown
+from gatekeeper.evaluate.outputs import no_gpu_line, to_markdown
 from gatekeeper.notify.alert import Alert
 
 __all__ = ["MARKER", "STATUS_NAME", "commit_status", "note_body", "publish"]
@@ -50,7 +50,7 @@ def commit_status(alert: Alert) -> dict[str, Any]:
     status: dict[str, Any] = {
         "state": _STATE.get(v.result, "failed"),
         "name": STATUS_NAME,
-        "description": v.summary[:250],
+        "description": ((f"{no_gpu_line(v)} " if not v.gpu_verified else "") + v.summary)[:250],
     }
     if alert.links.pipeline:
         status["target_url"] = alert.links.pipeline

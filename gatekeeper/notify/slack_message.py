@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gatekeeper.contract.verdict import GateResult, Outcome
+from gatekeeper.evaluate.outputs import no_gpu_line
 from gatekeeper.notify.alert import Alert
 
 __all__ = ["HEADER_MAX", "MAX_BLOCKS", "SECTION_MAX", "build_message"]
@@ -109,7 +110,8 @@ def build_message(alert: Alert, *, kind: str, severity: str) -> dict[str, Any]:
     device = env.get("device_name") or env.get("device_kind")
     if env.get("torch_version") or device:
         facts.append(f"*Stack:* torch {env.get('torch_version', '?')} · {device or '?'} {env.get('gfx_arch') or ''}")
-    blocks.append(_section(" · ".join(facts) + "\n" + v.summary, more))
+    gpu = f"\n:warning: *{no_gpu_line(v)}*" if not v.gpu_verified else ""
+    blocks.append(_section(" · ".join(facts) + "\n" + v.summary + gpu, more))
     if kind != "recovered":
         bad = [g for g in v.gates if g.blocking] + [
             g for g in v.gates if not g.blocking and g.outcome in (Outcome.FAIL, Outcome.WARN, Outcome.INCONCLUSIVE)

@@ -143,7 +143,8 @@ def stage_table(reports: dict[str, StageReport] | Sequence[StageReport]) -> Tabl
             (
                 r.stage,
                 r.status,
-                f"{c['passed']} passed, {c['failed']} failed, {c['error']} errors, {c['skipped']} skipped",
+                f"{c['passed']} passed, {c['failed']} failed, {c['error']} errors, {c['skipped']} skipped"
+                + (f", {c['info']} info" if c["info"] else ""),
                 f"{r.duration_s:.1f} s",
                 "; ".join(bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else "") or "—",
             )

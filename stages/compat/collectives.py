@@ -21,7 +21,7 @@ from typing import Any
 from gatekeeper.core import proc
 from gatekeeper.core.errors import InputError
 from stages.compat.bandwidth import BandwidthPoint, interpret
-from stages.compat.rank import BANDWIDTH_OPS, COLLECTIVES, WATCHDOG_EXIT
+from stages.compat.rank import BANDWIDTH_OPS, COLLECTIVES, DTYPE, UNSUPPORTED, WATCHDOG_EXIT
 
 __all__ = ["COLLECTIVES", "CollectiveResult", "CollectivesRun", "parse_plant", "run_collectives"]
 
@@ -123,7 +123,7 @@ def run_collectives(
     left = _kill_leftovers(events)
     described = tuple(_describe_exit(r, e) for r, e in enumerate(exits))
     logs = tuple(_stderr_tail(e) for e in exits)
-    results = _interpret(events, exits, timeout)
+    results = _interpret(events, exits, timeout, backend)
     points, problem = interpret(events, world_size) if bandwidth_mb else ([], "")
     return CollectivesRun(backend, world_size, tuple(results), elapsed, left, described, logs, tuple(points), problem)
 
@@ -218,7 +218,7 @@ def _first(evs: list[dict[str, Any]], event: str, coll: str) -> dict[str, Any] |
 
 
 def _interpret(
-    events: list[list[dict[str, Any]]], exits: list[proc.ProcResult | None], timeout: float
+    events: list[list[dict[str, Any]]], exits: list[proc.ProcResult | None], timeout: float, backend: str = "gloo"
 ) -> list[CollectiveResult]:
     world = len(events)
     ranks = range(world)
@@ -253,6 +253,14 @@ def _interpret(
             if "fail" in kinds:
                 msg = "; ".join(d["message"] for d in done.values() if d and d["event"] == "fail")
                 results.append(CollectiveResult(coll, "failed", msg, secs, details={"timings": timings}))
+            elif "skip" in kinds and (kinds != {"skip"} or (backend, coll, DTYPE) not in UNSUPPORTED):
+                said = next(d["message"] for d in done.values() if d and d["event"] == "skip")
+                why = (
+                    "some ranks ran it, others skipped it"
+                    if kinds != {"skip"}
+                    else f"({backend}, {coll}, {DTYPE}) is not a known unsupported combination"
+                )
+                results.append(CollectiveResult(coll, "failed", f"{said}: {why}, so this is a failure"))
             elif kinds == {"skip"}:
                 results.append(CollectiveResult(coll, "skipped", next(d for d in done.values() if d)["message"]))
             else:

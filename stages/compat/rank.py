@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BANDWIDTH_OPS", "COLLECTIVES", "WATCHDOG_EXIT", "main"]
+__all__ = ["BANDWIDTH_OPS", "COLLECTIVES", "UNSUPPORTED", "WATCHDOG_EXIT", "main", "may_skip"]
 
 # Run in this order; the stage records one check per name.
 COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "barrier")
@@ -168,9 +168,18 @@ def _time_collective(op: str, size: int, world: int, device: str, *, iters: int,
     return times
 
 
-def _unsupported(err: BaseException) -> bool:
+# The only (backend, collective, dtype) combinations that may be skipped as unsupported: older
+# torch's gloo has no reduce_scatter ("ProcessGroupGloo does not support reduce_scatter"). Every
+# other error, whatever its text says, is a failure: NCCL/RCCL report real faults as "not supported"
+# too. docs/compatibility_check.md lists them.
+UNSUPPORTED = frozenset({("gloo", "reduce_scatter", "float32")})
+DTYPE = "float32"  # every collective here runs on float32
+
+
+def may_skip(backend: str, collective: str, dtype: str, err: BaseException) -> bool:
     text = str(err).lower()
-    return any(s in text for s in ("not supported", "does not support", "not implemented", "unsupported"))
+    says = any(s in text for s in ("not supported", "does not support", "not implemented", "unsupported"))
+    return says and (backend, collective, dtype) in UNSUPPORTED
 
 
 def _timed_out(err: BaseException) -> bool:
@@ -236,7 +245,7 @@ def run_rank(args: argparse.Namespace) -> int:
                 if problem:
                     problems.append(problem)
         except Exception as err:
-            if _unsupported(err):
+            if may_skip(args.backend, name, DTYPE, err):
                 events.emit("skip", name, message=f"{args.backend}: {type(err).__name__}: {err}".strip())
                 watchdog.disarm()
                 continue

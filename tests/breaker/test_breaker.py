@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.breaker import state as breaker
-from gatekeeper.breaker.state import BreakerConfig, check, parse_duration, record, reset, static_policy, status
+from gatekeeper.breaker.policy import static_policy
+from gatekeeper.breaker.state import BreakerConfig, check, parse_duration, record, reset, status
 from gatekeeper.cli import main
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
@@ -262,7 +263,7 @@ def test_cli_input_errors(ci_env: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_diagnosis_is_read_from_the_stage_report(tmp_path: Path) -> None:
-    from gatekeeper.cli.breaker import diagnosis_from_artifacts
+    from gatekeeper.breaker.markers import diagnosis_from_artifacts
 
     assert "wrote no report" in (diagnosis_from_artifacts(tmp_path, "functional_test") or "")
     assert breaker.state_dir(None, {"GATEKEEPER_CACHE_DIR": str(tmp_path)}) == tmp_path.resolve() / "breaker"

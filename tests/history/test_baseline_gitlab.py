@@ -202,12 +202,13 @@ def test_a_transient_server_error_is_retried_by_the_one_gitlab_client(gitlab: tu
     assert len(fake.requests) == 2  # the 503, then the retry
 
 
-def test_component_defaults_read_the_protected_branch_channel_dir(gitlab: tuple[FakeGitLab, str]) -> None:
-    # What the CI component's gate job sets: the protected branch wins over the MR's
-    # target, results live under artifacts/<channel>/, jobs are the channel's matrix jobs.
+def test_component_defaults_read_the_target_branch_channel_dir(gitlab: tuple[FakeGitLab, str]) -> None:
+    # What the CI component's gate job sets: a merge request compares with its target branch
+    # (the baseline policy; other pipelines with the protected branch), results live under
+    # artifacts/<channel>/, jobs are the channel's matrix jobs.
     fake, api = gitlab
     name = "gatekeeper:performance_baseline: [stable]"
-    fake.files[f"jobs/artifacts/main/raw/artifacts/stable/performance_baseline.json?job={name}"] = json.dumps(
+    fake.files[f"jobs/artifacts/dev/raw/artifacts/stable/performance_baseline.json?job={name}"] = json.dumps(
         _report(4.0).to_dict()
     ).encode()
     env = _env(
@@ -219,10 +220,12 @@ def test_component_defaults_read_the_protected_branch_channel_dir(gitlab: tuple[
         GATEKEEPER_BASELINE_JOBS=f"gatekeeper:verify_hip: [stable],{name},",
     )
     store = GitLabStore.from_env("", env)
-    assert store.branch == "main"
+    assert store.branch == "dev"
     got = store.latest("performance_baseline", _report(0.0))
     assert got is not None
     assert got.metrics["latency_ms"].value == 4.0
+    del env["CI_MERGE_REQUEST_TARGET_BRANCH_NAME"]
+    assert GitLabStore.from_env("", env).branch == "main"
 
 
 def test_zip_prefers_the_channel_path_over_another_channel(gitlab: tuple[FakeGitLab, str]) -> None:

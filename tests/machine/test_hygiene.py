@@ -61,9 +61,9 @@ def test_visible_devices(name: str) -> None:
     assert "0,1" in info.message
 
 
-def test_hiding_gpus_is_fine_for_a_cpu_job() -> None:
+def test_hiding_gpus_in_a_cpu_job_warns_but_does_not_block() -> None:
     f = _by_check(hygiene_findings({"CUDA_VISIBLE_DEVICES": ""}, None, amd=False, gpu_expected=False))
-    assert f["hygiene.CUDA_VISIBLE_DEVICES"].severity == "info"
+    assert f["hygiene.CUDA_VISIBLE_DEVICES"].severity == "warning"  # a masked device reaches the verdict
 
 
 def test_hip_and_rocr_together_warn() -> None:

@@ -299,6 +299,7 @@ def test_nightly_refused_on_tag_even_without_the_rule(tmp_path: Path) -> None:
     # Someone "simplified" the rules: the nightly job now runs on tags. The
     # breaker's static policy still refuses it before any device work.
     inputs = {"install": "", "nightly_index_url": "none", "channels": ["nightly"], "baseline": ""}
+    inputs["device_required"] = False  # a CPU pipeline
     repo = make_repo(tmp_path, inputs, "gatekeeper:verify_hip:\n  rules: [{when: on_success}]\n")
     jobs = list_jobs(repo, CONTEXTS["tag"])
     assert jobs["gatekeeper:verify_hip: [nightly]"]["when"] == "on_success"
@@ -330,6 +331,7 @@ def test_open_breaker_skips_the_next_pipeline_without_device_work(tmp_path: Path
         # a per-stage option: functional_test would refuse it (and is disabled by FAST here)
         "verify_hip_args": "--smoke-timeout 0.001",
         "breaker_reset_job": "verify_hip",
+        "device_required": False,  # a CPU pipeline
     }
     repo = make_repo(tmp_path, inputs, FAST)
     job = "gatekeeper:verify_hip: [nightly]"

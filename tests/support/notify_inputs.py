@@ -71,7 +71,12 @@ def write_verdict(
         channel=channel,
         gates=tuple(gates),
         context=ctx,
-        environment={"torch_version": "2.5.1+rocm6.2", "device_name": "AMD Instinct MI210", "gfx_arch": "gfx90a"},
+        environment={
+            "torch_version": "2.5.1+rocm6.2",
+            "device_kind": "rocm",
+            "device_name": "AMD Instinct MI210",
+            "gfx_arch": "gfx90a",
+        },
         generated_at="2026-12-02T15:00:00+00:00",
         gates_file="gates.yaml",
     )
