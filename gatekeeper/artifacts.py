@@ -206,22 +206,25 @@ def write_stage(report: StageReport, out_dir: str | Path) -> Path:
 def write_junit(report: StageReport, path: str | Path) -> Path:
     from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-    suite = TestSuite(report.stage)
-    suite.timestamp = report.started_at
-    suite.hostname = report.environment.host
+    from gatekeeper.escape import xml_text as x  # check names and messages come from the code under test
+
+    suite = TestSuite(x(report.stage))
+    suite.timestamp = x(report.started_at)
+    suite.hostname = x(report.environment.host)
     for check in report.checks:
-        case = TestCase(check.name, classname=f"{report.stage}.{check.group}" if check.group else report.stage)
+        group = f"{report.stage}.{check.group}" if check.group else report.stage
+        case = TestCase(x(check.name), classname=x(group))
         case.time = round(check.duration_s, 6)
         if check.status == "failed":
-            case.result = [Failure(_first_line(check.message), "failure")]
-            case.system_out = check.message
+            case.result = [Failure(x(_first_line(check.message)), "failure")]
+            case.system_out = x(check.message)
         elif check.status == "error":
-            case.result = [Error(_first_line(check.message), "error")]
-            case.system_out = check.message
+            case.result = [Error(x(_first_line(check.message)), "error")]
+            case.system_out = x(check.message)
         elif check.status == "skipped":
-            case.result = [Skipped(check.message)]
+            case.result = [Skipped(x(check.message))]
         elif check.message:
-            case.system_out = check.message
+            case.system_out = x(check.message)
         suite.add_testcase(case)
     suite.update_statistics()
     xml = JUnitXml()

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 from gatekeeper.artifacts import junit_bytes
+from gatekeeper.escape import md_code_block, md_code_span, md_text, terminal, xml_text
 from gatekeeper.verdict import GateResult, Outcome, Verdict
 
 __all__ = ["banner", "to_junit", "to_markdown", "to_metrics_txt"]
@@ -33,7 +35,7 @@ def _change(change: float | None) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_text(text)  # escapes the table's "|" too
 
 
 def _order(g: GateResult) -> int:
@@ -54,38 +56,42 @@ def to_markdown(v: Verdict) -> str:
     lines = [
         f"## gatekeeper: {_HEADLINE[v.result]}",
         "",
-        v.summary,
+        md_text(v.summary),
         "",
-        f"channel **{v.channel}** · torch `{env.get('torch_version', '?')}` · device `{env.get('device_name') or '?'}` "
-        f"(`{device}`) · ROCm `{env.get('rocm_version') or '—'}`" + (f" · {where}" if where else ""),
+        f"channel **{md_text(v.channel)}** · torch {md_code_span(env.get('torch_version', '?'))} · device "
+        f"{md_code_span(env.get('device_name') or '?')} ({md_code_span(device)}) · ROCm "
+        f"{md_code_span(env.get('rocm_version') or '—')}" + (f" · {md_text(str(where))}" if where else ""),
         "",
         "| gate | outcome | value | rule | baseline | change | why |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for g in sorted(v.gates, key=_order):
-        name = f"**{g.name}**" if g.blocking else g.name
+        name = f"**{md_text(g.name)}**" if g.blocking else md_text(g.name)
         tag = " (advisory)" if g.severity == "advisory" else (" (shadow)" if g.mode == "shadow" else "")
         lines.append(
-            f"| {name}{tag} | {_ICON[g.outcome]} | {_num(g.value, g.unit)} | `{_cell(g.rule)}` | "
-            f"{_num(g.baseline_value, g.unit)} | {_change(g.change)} | {_cell(g.reason)} |"
+            f"| {name}{tag} | {_ICON[g.outcome]} | {md_text(_num(g.value, g.unit))} | {md_code_span(g.rule)} | "
+            f"{md_text(_num(g.baseline_value, g.unit))} | {_change(g.change)} | {_cell(g.reason)} |"
         )
     if v.waived_checks:
         lines += ["", f"**Waived checks ({len(v.waived_checks)})**", ""]
         for w in v.waived_checks[:30]:
             ticket = f", {w.waiver.get('ticket')}" if w.waiver.get("ticket") else ""
             owner = f"{w.waiver['owner']}{ticket}, until {w.waiver['expires']}"
-            lines.append(f"- `{w.stage}.{w.check}`: {w.waiver['reason']} ({owner})")
+            lines.append(f"- {md_code_span(f'{w.stage}.{w.check}')}: {md_text(w.waiver['reason'])} ({md_text(owner)})")
     if v.expired_waivers:
         lines += ["", "**Expired waivers** (no longer applied)", ""]
-        lines += [f"- {w['message']}" for w in v.expired_waivers]
+        lines += [f"- {md_text(w['message'])}" for w in v.expired_waivers]
     lines += [
         "",
         "<details><summary>Reproduce</summary>",
         "",
-        "```sh",
-        f"gatekeeper evaluate --artifacts artifacts --gates {v.gates_file or 'gates.yaml'} "
-        f"--channel {v.channel} --out artifacts",
-        "```",
+        md_code_block(
+            [
+                f"gatekeeper evaluate --artifacts artifacts --gates {shlex.quote(v.gates_file or 'gates.yaml')} "
+                f"--channel {shlex.quote(v.channel)} --out artifacts"
+            ],
+            "sh",
+        ),
         "",
         "</details>",
         "",
@@ -96,13 +102,14 @@ def to_markdown(v: Verdict) -> str:
 def to_junit(v: Verdict) -> bytes:
     from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
+    x = xml_text  # every string from a gate, a check or a waiver, so the file stays XML 1.0
     suite = TestSuite("gatekeeper.gates")
-    suite.timestamp = v.generated_at
+    suite.timestamp = x(v.generated_at)
     for g in v.gates:
-        case = TestCase(g.name, classname="gatekeeper.gates")
-        detail = f"{g.reason}\nmetric: {g.metric}\nrule: {g.rule}\nseverity: {g.severity}, mode: {g.mode}"
+        case = TestCase(x(g.name), classname="gatekeeper.gates")
+        detail = x(f"{g.reason}\nmetric: {g.metric}\nrule: {g.rule}\nseverity: {g.severity}, mode: {g.mode}")
         if g.blocking:
-            case.result = [Failure(g.reason[:500], "gate")]
+            case.result = [Failure(x(g.reason[:500]), "gate")]
             case.system_out = detail
         elif g.outcome is Outcome.PASS:
             case.system_out = detail
@@ -113,13 +120,13 @@ def to_junit(v: Verdict) -> bytes:
                 label = (
                     f"waived: {w['reason']} (owner {w['owner']}, ticket {w.get('ticket') or '—'}, until {w['expires']})"
                 )
-            case.result = [Skipped(f"{label}: {g.reason}"[:1000])]
+            case.result = [Skipped(x(f"{label}: {g.reason}"[:1000]))]
             case.system_out = detail
         suite.add_testcase(case)
     for w in v.waived_checks:
-        case = TestCase(f"{w.stage}.{w.check}", classname="gatekeeper.waived")
-        case.result = [Skipped(_waiver_text(w.waiver))]
-        case.system_out = w.message
+        case = TestCase(x(f"{w.stage}.{w.check}"), classname="gatekeeper.waived")
+        case.result = [Skipped(x(_waiver_text(w.waiver)))]
+        case.system_out = x(w.message)
         suite.add_testcase(case)
     suite.update_statistics()
     xml = JUnitXml()
@@ -149,11 +156,12 @@ def to_metrics_txt(v: Verdict) -> str:
 
 def banner(v: Verdict) -> str:
     """The short text printed before a non-zero exit."""
+    t = terminal  # names and reasons come from the code under test: no escape sequences reach the terminal
     if v.result == "pass":
-        return f"gatekeeper: PASSED. {v.summary}"
+        return f"gatekeeper: PASSED. {t(v.summary)}"
     head = "BLOCKED" if v.result == "blocked" else "PASSED WITH WARNINGS"
     gates = v.blocking_gates if v.result == "blocked" else v.warning_gates
-    lines = ["=" * 72, f"gatekeeper: {head}. {v.summary}"]
-    lines += [f"  - {g.name}: {g.reason}" for g in gates]
+    lines = ["=" * 72, f"gatekeeper: {head}. {t(v.summary)}"]
+    lines += [f"  - {t(g.name, newlines=False)}: {t(g.reason)}" for g in gates]
     lines.append("=" * 72)
     return "\n".join(lines)

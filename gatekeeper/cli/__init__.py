@@ -21,6 +21,7 @@ from pathlib import Path
 from gatekeeper import __version__
 from gatekeeper.cli import diagnose, ops, release, run
 from gatekeeper.errors import InputError
+from gatekeeper.escape import terminal
 from gatekeeper.exitcodes import ExitCode
 
 __all__ = ["build_parser", "main"]
@@ -55,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except InputError as err:
-        print(f"gatekeeper: {err.line()}", file=sys.stderr)
+        # The line quotes the input (a key, a name, a value): no escape sequence of it reaches the terminal.
+        print(f"gatekeeper: {terminal(err.line(), newlines=False)}", file=sys.stderr)
         return ExitCode.INPUT_ERROR
     except KeyboardInterrupt:
         print("gatekeeper: interrupted", file=sys.stderr)
@@ -71,7 +73,7 @@ def _internal_error(err: Exception) -> int:
     fd, path = tempfile.mkstemp(prefix=f"gatekeeper-crash-{stamp}-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(redact(traceback.format_exc()))
-    first = redact(str(err)).splitlines()[0] if str(err) else ""
+    first = terminal(redact(str(err)).splitlines()[0], newlines=False) if str(err).strip() else ""
     print(
         f"gatekeeper: internal error: {type(err).__name__}: {first} (traceback saved in {Path(path)})", file=sys.stderr
     )

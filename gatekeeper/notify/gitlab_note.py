@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gatekeeper.escape import md_code_block, md_code_span, md_link, md_text, terminal
 from gatekeeper.gitlab import GitLabClient
 from gatekeeper.notify.alert import Alert
 from gatekeeper.render import to_markdown
@@ -24,24 +25,25 @@ def note_body(alert: Alert) -> str:
     parts = [MARKER, to_markdown(alert.verdict)]
     if alert.analysis:
         parts.append(_analysis_md(alert.analysis))
-    links = " · ".join(f"[{name}]({url})" for name, url in alert.links.items())
+    links = " · ".join(md_link(url, name) for name, url in alert.links.items())
     if links:
         parts.append(links)
     return "\n".join(parts) + "\n"
 
 
 def _analysis_md(a: Mapping[str, Any]) -> str:
-    known = f"known issue `{a['known_issue']}`" if a.get("known_issue") else "no known issue matched"
+    known = f"known issue {md_code_span(a['known_issue'])}" if a.get("known_issue") else "no known issue matched"
     lines = [
-        f"### Failure analysis: `{a.get('category')}` ({known}, confidence {a.get('confidence', 0):.2f})",
+        f"### Failure analysis: {md_code_span(a.get('category'))} ({known}, confidence {a.get('confidence', 0):.2f})",
         "",
-        str(a.get("explanation", "")),
+        md_text(str(a.get("explanation", ""))),
         "",
     ]
-    lines += [f"{i}. {step}" for i, step in enumerate(a.get("remediation", []), 1)]
+    lines += [f"{i}. {md_text(step)}" for i, step in enumerate(a.get("remediation", []), 1)]
     matches = a.get("matches") or []
     if matches:
-        lines += ["", "```"] + [f"{m.get('source')}:{m.get('line')}: {m.get('text')}" for m in matches[:5]] + ["```"]
+        evidence = [f"{m.get('source')}:{m.get('line')}: {m.get('text')}" for m in matches[:5]]
+        lines += ["", md_code_block(evidence)]
     return "\n".join(lines) + "\n"
 
 
@@ -50,7 +52,7 @@ def commit_status(alert: Alert) -> dict[str, Any]:
     status: dict[str, Any] = {
         "state": _STATE.get(v.result, "failed"),
         "name": STATUS_NAME,
-        "description": v.summary[:250],
+        "description": " ".join(terminal(v.summary, newlines=False).split())[:250],
     }
     if alert.links.pipeline:
         status["target_url"] = alert.links.pipeline
