@@ -32,10 +32,15 @@ __all__ = [
 ]
 
 
-def atomic_write(path: str | Path, data: str | bytes) -> Path:
+def atomic_write(path: str | Path, data: str | bytes, *, redacted: bool = False) -> Path:
+    """Write ``data`` whole or not at all; text is passed through the redactor first.
+
+    ``redacted=True``: the caller already redacted (write_json, per string) or
+    the bytes are not text; binary data that is not UTF-8 is written as it is.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    raw = _redacted_bytes(data) if not redacted else data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -52,6 +57,18 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
     return path
 
 
+def _redacted_bytes(data: str | bytes) -> bytes:
+    from gatekeeper.redact import redact
+
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data  # not text: nothing of ours to redact
+        return redact(text).encode("utf-8")
+    return redact(data).encode("utf-8")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -59,7 +76,11 @@ def _umask() -> int:
 
 
 def write_json(path: str | Path, obj: Any) -> Path:
-    return atomic_write(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    """Atomic JSON; every string in ``obj`` is redacted (per string, so the document stays valid JSON)."""
+    from gatekeeper.redact import redact_obj
+
+    text = json.dumps(redact_obj(json.loads(json.dumps(obj, default=str))), indent=2, sort_keys=False)
+    return atomic_write(path, text + "\n", redacted=True)
 
 
 def read_text(path: str | Path, *, what: str = "file") -> str:

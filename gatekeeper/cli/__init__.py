@@ -23,6 +23,7 @@ from gatekeeper.cli import diagnose, ops, release, run
 from gatekeeper.errors import InputError
 from gatekeeper.escape import terminal
 from gatekeeper.exitcodes import ExitCode
+from gatekeeper.redact import RedactingStream
 
 __all__ = ["build_parser", "main"]
 
@@ -47,6 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Everything a command prints passes the redactor too (a gate reason can quote a log line with a token).
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)  # type: ignore[assignment]
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
