@@ -12,6 +12,7 @@ sent as the PRIVATE-TOKEN header.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -59,12 +60,21 @@ class GitLabClient:
         """``/projects/<id>``; a path like ``group/repo`` is URL-encoded as GitLab wants."""
         return f"/projects/{quote(str(project), safe='')}"
 
-    def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
-        """JSON body of a successful call; GitLabError after the last retry."""
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        retries: int | None = None,
+    ) -> Any:
+        """JSON body of a successful call; GitLabError after the last retry (``retries`` overrides the client's)."""
         url = f"{self.api_url}{path}"
         last = ""
         status: int | None = None
-        for attempt in range(self.retries + 1):
+        retries = self.retries if retries is None else retries
+        for attempt in range(retries + 1):
             wait = self.backoff_s * (2**attempt)
             try:
                 resp = self.session.request(method, url, json=json, params=params, timeout=self.timeout)  # type: ignore[union-attr]
@@ -85,7 +95,7 @@ class GitLabClient:
                 if resp.status_code not in RETRY_STATUSES:
                     break
                 wait = _retry_after(resp.headers.get("Retry-After"), wait)
-            if attempt < self.retries:
+            if attempt < retries:
                 self.sleep(wait)
         raise GitLabError(self._redact(f"GitLab {method} {path} failed: {last}"), status)
 
@@ -109,9 +119,11 @@ def _retry_after(header: str | None, default: float) -> float:
     if header is None:
         return default
     try:
-        return min(max(float(header), 0.0), MAX_RETRY_AFTER_S)
-    except ValueError:
+        wait = float(header)
+    except ValueError:  # an HTTP date, or garbage
         return default
+    # "nan" and "inf" parse as floats; time.sleep(nan) raises, and inf would hold the job
+    return min(max(wait, 0.0), MAX_RETRY_AFTER_S) if math.isfinite(wait) else default
 
 
 def client_from_env(environ: Mapping[str, str] | None = None, **kwargs: Any) -> GitLabClient | None:

@@ -110,6 +110,7 @@ def notify_gitlab(
         "sha": alert.commit,
         "note": note_body(alert),
         "status": commit_status(alert),
+        "pipeline_id": alert.context.pipeline_id,
     }
     if not payload["mr_iid"] and not payload["sha"]:
         log("gatekeeper: notify gitlab: no merge request and no commit SHA: nothing to post")
