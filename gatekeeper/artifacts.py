@@ -276,6 +276,9 @@ def read_artifacts(directory: str | Path) -> dict[str, StageReport]:
 
 def _claims_stage_schema(path: Path) -> bool:
     # Cheap sniff so verdict.json and other files beside the artifacts are not parsed as stages.
-    with path.open("rb") as fh:
+    # Only regular files: a FIFO named *.json would block here forever (InputError names it).
+    from gatekeeper.budgets import open_regular
+
+    with open_regular(path, what="artifact") as fh:
         head = fh.read(4096)
     return b'"gatekeeper.stage/' in head or (path.stem.isidentifier() and b'"stage"' in head and b'"checks"' in head)

@@ -189,8 +189,11 @@ def _iso(t: dt.datetime) -> str:
     return t.isoformat(timespec="seconds")
 
 
-def _parse_time(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text)
+def _parse_time(text: str, path: Path, field: str) -> dt.datetime:
+    """Aware UTC; a naive or garbled time in the state file is bad input (exit 2), not a crash."""
+    from gatekeeper.budgets import aware_utc
+
+    return aware_utc(text, path=path, where=field, hint="delete the file or run 'gatekeeper breaker reset'")
 
 
 # ---------------------------------------------------------------- transitions
@@ -210,8 +213,8 @@ def check(directory: Path, channel: str, job: str, config: BreakerConfig, *, now
                 f"breaker closed for {channel}/{job} ({st.consecutive_failures} "
                 f"consecutive failure(s) of {config.failures} allowed)",
             )
-        opened = _parse_time(st.opened_at) if st.opened_at else t
-        probe_since = _parse_time(st.probe_started_at) if st.probe_started_at else None
+        opened = _parse_time(st.opened_at, path, "opened_at") if st.opened_at else t
+        probe_since = _parse_time(st.probe_started_at, path, "probe_started_at") if st.probe_started_at else None
         # A probe that never recorded its result (job killed) must not wedge the breaker.
         probe_running = probe_since is not None and (t - probe_since).total_seconds() < config.cooldown_s
         waited = (t - opened).total_seconds()

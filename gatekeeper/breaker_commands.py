@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -90,7 +91,7 @@ def _upstream_failure(artifacts: Path, after: Sequence[str]) -> str | None:
     decide here, from their own channel's artifacts, whether to go on.
     """
     for stage in after:
-        path = artifacts / f"{stage}.json"
+        path = artifacts / f"{_file_stem(stage)}.json"
         if not path.is_file():
             return f"{stage} wrote no report"
         try:
@@ -103,10 +104,18 @@ def _upstream_failure(artifacts: Path, after: Sequence[str]) -> str | None:
     return None
 
 
+def _file_stem(job: str) -> str:
+    """A job name as one file name inside the artifacts: "../x" or "a/b" cannot leave the directory."""
+    return _UNSAFE.sub("_", job).lstrip(".") or "_"
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
 def _write_marker(artifacts: str | None, channel: str, job: str, message: str) -> None:
     if artifacts:
         files.write_json(
-            Path(artifacts) / f"{job}{MARKER_SUFFIX}",
+            Path(artifacts) / f"{_file_stem(job)}{MARKER_SUFFIX}",
             {"schema": "gatekeeper.breaker-skip/v1", "channel": channel, "job": job, "message": message},
         )
 
@@ -114,7 +123,7 @@ def _write_marker(artifacts: str | None, channel: str, job: str, message: str) -
 def _open_markers(artifacts: Path, job: str) -> list[str]:
     found = []
     for path in sorted(artifacts.glob(f"*{MARKER_SUFFIX}")):
-        if path.name == f"{job}{MARKER_SUFFIX}":
+        if path.name == f"{_file_stem(job)}{MARKER_SUFFIX}":
             continue  # our own marker from an earlier attempt of this job
         doc = files.read_json(path, what="breaker marker")
         if isinstance(doc, dict) and doc.get("message"):
@@ -124,7 +133,7 @@ def _open_markers(artifacts: Path, job: str) -> list[str]:
 
 def diagnosis_from_artifacts(artifacts: Path, job: str) -> str | None:
     """The failed checks of the job's stage report, as one short line."""
-    path = artifacts / f"{job}.json"
+    path = artifacts / f"{_file_stem(job)}.json"
     if not path.is_file():
         return f"{job} wrote no report (crashed or timed out before writing {path.name})"
     try:

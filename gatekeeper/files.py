@@ -83,14 +83,14 @@ def write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write(path, text + "\n", redacted=True)
 
 
-def read_text(path: str | Path, *, what: str = "file") -> str:
+def read_text(path: str | Path, *, what: str = "file", max_bytes: int | None = None) -> str:
+    """A regular file's UTF-8 text, at most ``max_bytes`` (budgets.MAX_JSON_BYTES by default)."""
+    from gatekeeper import budgets
+
     path = Path(path)
+    cap = budgets.MAX_JSON_BYTES if max_bytes is None else max_bytes
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(path, "", f"{what} not found", "check the path") from None
-    except IsADirectoryError:
-        raise InputError(path, "", f"expected a {what}, found a directory") from None
+        return budgets.read_capped(path, max_bytes=cap, what=what).decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(path, f"byte {err.start}", "not UTF-8 text") from None
     except OSError as err:
@@ -154,9 +154,12 @@ def _child(node: yaml.Node, key: str | int) -> yaml.Node | None:
 
 
 def read_yaml(path: str | Path, *, what: str = "YAML file") -> YamlDocument:
-    text = read_text(path, what=what)
+    from gatekeeper import budgets
+
+    text = read_text(path, what=what, max_bytes=budgets.MAX_YAML_BYTES)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        budgets.check_yaml_size(root, path)  # before anything expands the aliases
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark

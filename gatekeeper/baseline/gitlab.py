@@ -31,6 +31,7 @@ import requests
 
 from gatekeeper.artifacts import StageReport
 from gatekeeper.baseline import RunInfo, comparability
+from gatekeeper.budgets import MAX_ZIP_MEMBER_BYTES
 from gatekeeper.errors import InputError
 from gatekeeper.redact import redact
 
@@ -139,9 +140,20 @@ class GitLabStore:
             return None
         try:
             with zipfile.ZipFile(io.BytesIO(resp.content)) as zf:
-                member = next((n for n in zf.namelist() if n.rsplit("/", 1)[-1] == f"{stage}.json"), None)
-                return self._report_from(zf.read(member), f"job {job['id']} {member}") if member else None
-        except zipfile.BadZipFile:
+                info = next((i for i in zf.infolist() if i.filename.rsplit("/", 1)[-1] == f"{stage}.json"), None)
+                if info is None:
+                    return None
+                # The header's size is checked before inflating, and the read is capped in case it lies.
+                if info.file_size > MAX_ZIP_MEMBER_BYTES:
+                    self.why_missing = f"job {job['id']} {info.filename} is too large ({info.file_size} bytes)"
+                    return None
+                with zf.open(info) as fh:
+                    data = fh.read(MAX_ZIP_MEMBER_BYTES + 1)
+                if len(data) > MAX_ZIP_MEMBER_BYTES:
+                    self.why_missing = f"job {job['id']} {info.filename} is too large (inflates past its header)"
+                    return None
+                return self._report_from(data, f"job {job['id']} {info.filename}")
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError):
             self.why_missing = f"job {job['id']} artifacts are not a zip archive"
             return None
 
