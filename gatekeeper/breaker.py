@@ -178,7 +178,37 @@ def _load(path: Path, channel: str, job: str) -> BreakerState:
         raise InputError(
             path, "schema", f"not a {STATE_SCHEMA} state file", "delete it or run 'gatekeeper breaker reset'"
         )
+    _check_types(doc, path)
     return BreakerState.from_dict(doc)
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "channel": (str,),
+    "job": (str,),
+    "state": (str,),
+    "consecutive_failures": (int,),
+    "opened_at": (str, type(None)),
+    "probe_started_at": (str, type(None)),
+    "last_failure_at": (str, type(None)),
+    "last_diagnosis": (str, type(None)),
+    "last_job_url": (str, type(None)),
+    "history": (list,),
+}
+
+
+def _check_types(doc: Mapping[str, Any], path: Path) -> None:
+    """A state file is read back from a cache anyone with a job could write: wrong types are bad input."""
+    for name, kinds in _FIELD_TYPES.items():
+        value = doc.get(name)
+        if name in doc and (not isinstance(value, kinds) or isinstance(value, bool)):
+            raise InputError(
+                path, name, f"expected {' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__}",
+                "delete the file or run 'gatekeeper breaker reset'",
+            )  # fmt: skip
+    if doc.get("state", "closed") not in ("closed", "open", "half_open"):
+        raise InputError(path, "state", f"unknown state {str(doc['state'])[:20]!r}", "delete the file")
+    if not all(isinstance(e, dict) for e in doc.get("history", [])):
+        raise InputError(path, "history", "expected a list of events", "delete the file")
 
 
 def _save(path: Path, state: BreakerState) -> None:

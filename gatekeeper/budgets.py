@@ -85,21 +85,30 @@ def check_yaml_size(root: yaml.Node | None, path: str | Path, *, limit: int | No
     """
     limit = MAX_YAML_NODES if limit is None else limit
     sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
 
     def size(node: yaml.Node) -> int:
         key = id(node)
+        if key in open_nodes:  # an alias to an enclosing node: the document contains itself
+            raise InputError(path, f"{node.start_mark.line + 1}:{node.start_mark.column + 1}",
+                             "recursive YAML alias", "an alias may not refer to a node that contains it")  # fmt: skip
         if key in sizes:
             return sizes[key]
-        sizes[key] = 1  # a recursive alias counts once, it is not expanded here
+        open_nodes.add(key)
         total = 1
         if isinstance(node, yaml.SequenceNode):
             total += sum(size(n) for n in node.value)
         elif isinstance(node, yaml.MappingNode):
             total += sum(size(k) + size(v) for k, v in node.value)
+        open_nodes.discard(key)
         sizes[key] = min(total, limit + 1)
         return sizes[key]
 
-    if root is not None and size(root) > limit:
+    try:
+        too_big = root is not None and size(root) > limit
+    except RecursionError:
+        raise InputError(path, "", "YAML nested too deeply", "flatten the document") from None
+    if too_big:
         raise InputError(
             path,
             "",

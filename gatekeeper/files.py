@@ -101,6 +101,8 @@ def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
     text = read_text(path, what=what)
     try:
         return json.loads(text)
+    except RecursionError:
+        raise InputError(path, "", "JSON nested too deeply", "this is not a file gatekeeper wrote") from None
     except json.JSONDecodeError as err:
         hint = (
             "the file looks truncated; rerun the step that wrote it"
@@ -108,6 +110,8 @@ def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
             else "fix the JSON syntax"
         )
         raise InputError(path, f"{err.lineno}:{err.colno}", f"invalid JSON: {err.msg}", hint) from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise InputError(path, "", f"invalid JSON: {err}", "this is not a file gatekeeper wrote") from None
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,8 @@ def read_yaml(path: str | Path, *, what: str = "YAML file") -> YamlDocument:
         raise InputError(path, where, f"invalid YAML: {err.problem or err.context}", "fix the YAML syntax") from None
     except yaml.YAMLError as err:
         raise InputError(path, "", f"invalid YAML: {err}") from None
+    except RecursionError:
+        raise InputError(path, "", "YAML nested too deeply", "flatten the document") from None
     except ValueError as err:  # e.g. an impossible date such as 2025-13-01
         where, value = _bad_scalar(root)
         raise InputError(path, where, f"invalid value {value!r}: {err}", "write dates as YYYY-MM-DD") from None

@@ -103,8 +103,8 @@ def _read(path: Path) -> SpoolEntry:
         raise ValueError(f"larger than {MAX_ENTRY_BYTES} bytes")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"not JSON ({err})") from None
+    except (UnicodeDecodeError, RecursionError, ValueError) as err:
+        raise ValueError(f"not JSON ({type(err).__name__})") from None
     if not isinstance(doc, dict) or doc.get("schema") != SPOOL_SCHEMA:
         raise ValueError(f"not a {SPOOL_SCHEMA} entry")
     problem = _payload_problem(doc.get("kind"), doc.get("payload"))
