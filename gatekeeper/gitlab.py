@@ -26,7 +26,7 @@ from gatekeeper.redact import redact
 
 __all__ = ["TOKEN_VARIABLE", "GitLabClient", "GitLabError", "client_from_env"]
 
-TOKEN_VARIABLE = "GATEKEEPER_GITLAB_TOKEN"  # noqa: S105 - the name of the variable, not a token
+TOKEN_VARIABLE = "GATEKEEPER_GITLAB_TOKEN"  # noqa: S105 - the name of the variable, not a token  # nosec B105
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 60.0  # a Retry-After beyond this is not worth holding a CI job for
 

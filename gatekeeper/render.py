@@ -20,7 +20,7 @@ _ICON = {
     Outcome.WAIVED: "🏷️ waived",
     Outcome.SKIPPED: "⏭️ skipped",
 }
-_HEADLINE = {"pass": "✅ PASSED", "warn": "⚠️ PASSED WITH WARNINGS", "blocked": "⛔ BLOCKED"}
+_HEADLINE = {"pass": "✅ PASSED", "warn": "⚠️ PASSED WITH WARNINGS", "blocked": "⛔ BLOCKED"}  # not a password  # nosec B105
 
 
 def _num(value: float | None, unit: str = "") -> str:
@@ -143,7 +143,7 @@ _NAME = re.compile(r"[^a-zA-Z0-9_]")
 
 def to_metrics_txt(v: Verdict) -> str:
     """GitLab metrics report: one ``name value`` line per gate value (and its baseline change)."""
-    out = [f"gatekeeper_result {({'pass': 0, 'blocked': 1, 'warn': 3})[v.result]}"]
+    out = [f"gatekeeper_result {({'pass': 0, 'blocked': 1, 'warn': 3})[v.result]}"]  # verdict words  # nosec B105
     for g in v.gates:
         if g.value is None:
             continue

@@ -20,7 +20,7 @@ __all__ = [
     "stage_table",
 ]
 
-HEADLINE = {"pass": "PASSED", "warn": "PASSED WITH WARNINGS", "blocked": "BLOCKED"}
+HEADLINE = {"pass": "PASSED", "warn": "PASSED WITH WARNINGS", "blocked": "BLOCKED"}  # not a password  # nosec B105
 OUTCOME_LABEL = {
     Outcome.PASS: "pass",
     Outcome.WARN: "warn",
