@@ -8,7 +8,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint tools clean audit lock
+.PHONY: setup demo test lint tools dist image clean audit lock
 
 setup: $(VENV)/.installed
 
@@ -28,9 +28,24 @@ demo: setup
 tools:
 	bash scripts/setup_test_tools.sh
 
+# The wheel and sdist of a release, in dist/ (the tag pipeline builds and publishes the same).
+dist: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
+# The OCI image with gatekeeper preinstalled (IMAGE=cpu or rocm; ROCM_BASE_IMAGE picks the
+# rocm/pytorch base). Without docker or podman it prints "skipped: ..." and exits 0.
+IMAGE ?= cpu
+IMAGE_REPOSITORY ?= gatekeeper
+image: dist
+	sh scripts/build_image.sh $(IMAGE) $(IMAGE_REPOSITORY)
+
+# ruff (style), import-linter (the layers in pyproject.toml), mypy (annotations of gatekeeper/ and stages/)
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	@# bandit: every finding is fixed or justified inline ("reason  # nosec BXXX"); docs/security.md.
 	@# In stages/, assert is how a check states its expectation (the runner records AssertionError
 	@# as a failed check), so B101 is skipped there and only there.
@@ -51,4 +66,4 @@ test: setup tools lint
 	$(BIN)/python -m pytest; rc=$$?; [ $$rc -ne 5 ] || { echo "pytest collected no tests" >&2; exit 1; }; exit $$rc
 
 clean:
-	rm -rf artifacts .gatekeeper .pytest_cache .ruff_cache
+	rm -rf artifacts .gatekeeper .pytest_cache .ruff_cache dist

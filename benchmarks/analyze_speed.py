@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gatekeeper import proc  # noqa: E402
+from gatekeeper.core import proc  # noqa: E402
 
 NOISE = [
     "\x1b[32m[2024-05-01T12:00:{s:02d}.{us:06d}Z]\x1b[0m test/test_ops.py::TestCommonCUDA::"

@@ -38,7 +38,7 @@ def make_junit(path: Path) -> None:
 
 def make_artifacts(art: Path) -> None:
     sys.path.insert(0, str(REPO))
-    from gatekeeper.artifacts import Check, Environment, Metric, StageReport, write_stage
+    from gatekeeper.contract.stage_report import Check, Environment, Metric, StageReport, write_stage
 
     env = Environment("2.13.0+cpu", "3.11", "bench")
     metrics = {

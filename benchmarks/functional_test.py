@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gatekeeper import proc  # noqa: E402 - after the path setup above
+from gatekeeper.core import proc  # noqa: E402 - after the path setup above
 
 TARGET_S = 300.0
 

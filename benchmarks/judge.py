@@ -1,4 +1,4 @@
-"""Score the regression judge (gatekeeper.stats.compare_runs) on synthetic latency runs.
+"""Score the regression judge (gatekeeper.stats.compare.compare_runs) on synthetic latency runs.
 
 The generator: per process a lognormal body with its own process effect,
 per-iteration lognormal noise, a slow drift inside each process, and rare
@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gatekeeper.stats import compare_runs
+from gatekeeper.stats.compare import compare_runs
 
 README = Path(__file__).resolve().parent / "README.md"
 

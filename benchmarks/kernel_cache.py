@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gatekeeper import proc  # noqa: E402 - after the path set-up for running from a checkout
-from gatekeeper.cache_usage import begin, collect_stats  # noqa: E402
-from gatekeeper.kernel_cache import cache_env, link_inductor_headers  # noqa: E402
+from gatekeeper.core import proc  # noqa: E402 - after the path set-up for running from a checkout
+from gatekeeper.kernel_cache.key import cache_env, link_inductor_headers  # noqa: E402
+from gatekeeper.kernel_cache.usage import begin, collect_stats  # noqa: E402
 
 CHILD = r"""
 import json, sys, time

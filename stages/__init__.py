@@ -8,15 +8,12 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from gatekeeper.contract.stage_names import STAGE_NAMES
+
 __all__ = ["STAGES", "load_stage"]
 
-# name -> module, in the order the pipeline runs them
-STAGES: dict[str, str] = {
-    "verify_hip": "stages.verify_hip",
-    "functional_test": "stages.functional_test",
-    "performance_baseline": "stages.performance_baseline",
-    "compatibility_check": "stages.compatibility_check",
-}
+# name -> module, in the order the pipeline runs them (the names are the artifact contract)
+STAGES: dict[str, str] = {name: f"stages.{name}" for name in STAGE_NAMES}
 
 
 def load_stage(name: str) -> ModuleType:

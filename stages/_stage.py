@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import io
 import os
 import select
 import sys
@@ -24,11 +23,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from gatekeeper.artifacts import Check, Environment, Metric, StageReport, utc_now, write_stage
-from gatekeeper.errors import InputError
-from gatekeeper.exitcodes import ExitCode
-from stages.isolate import Outcome
-from stages.progress import section
+from gatekeeper.contract.stage_report import Check, Environment, Metric, StageReport, utc_now, write_stage
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.exitcodes import ExitCode
+from stages.isolate import IsolatedOutcome
+from stages.progress import LogLines, TerminalAwareText, section
 
 __all__ = [
     "CommonOptions",
@@ -155,7 +154,7 @@ class Recorder:
                 name, "passed", handle.message, duration_s=time.monotonic() - start, group=group, details=handle.details
             )
 
-    def outcome(self, name: str, outcome: Outcome, *, group: str | None = None) -> Check:
+    def outcome(self, name: str, outcome: IsolatedOutcome, *, group: str | None = None) -> Check:
         """Record an isolated call. Its value may be a message string or {"message", "details"}."""
         if outcome.kind == "ok":
             value = outcome.value
@@ -236,8 +235,14 @@ def tee_output(log_path: Path) -> Iterator[None]:
     sys.stdout.flush()
     sys.stderr.flush()
     saved_out, saved_err = os.dup(1), os.dup(2)
+    # On a terminal the stage still shows its live progress line (stdout becomes a pipe below).
+    on_terminal = os.isatty(saved_out)
+    columns = os.get_terminal_size(saved_out).columns if on_terminal else None
     read_fd, write_fd = os.pipe()
     log = open(log_path, "wb")  # noqa: SIM115 - closed below after the copier thread ends
+    # In a terminal the log keeps a rewritten line's final text; elsewhere it is byte for byte
+    # what was written (GitLab's section markers use \r too).
+    log_lines = LogLines() if on_terminal else None
 
     stop = threading.Event()
 
@@ -254,7 +259,9 @@ def tee_output(log_path: Path) -> Iterator[None]:
             if not chunk:
                 break
             os.write(saved_out, chunk)
-            log.write(chunk)
+            log.write(log_lines.feed(chunk) if log_lines else chunk)
+        if log_lines:
+            log.write(log_lines.flush())
         log.flush()
 
     thread = threading.Thread(target=copy, daemon=True)
@@ -263,7 +270,9 @@ def tee_output(log_path: Path) -> Iterator[None]:
     os.dup2(write_fd, 2)
     os.close(write_fd)
     old_stdout, old_stderr = sys.stdout, sys.stderr
-    sys.stdout = io.TextIOWrapper(os.fdopen(os.dup(1), "wb", buffering=0), encoding="utf-8", line_buffering=True)
+    sys.stdout = TerminalAwareText(
+        os.fdopen(os.dup(1), "wb", buffering=0), tty=on_terminal, columns=columns, encoding="utf-8", line_buffering=True
+    )
     sys.stderr = sys.stdout
     try:
         yield

@@ -1,6 +1,6 @@
 """compatibility_check: does the model still leave the building? ONNX export
 validated in onnxruntime, torch.compile against eager with a warm kernel cache,
-collectives across processes with deadlock detection, a C++ (and HIP/CUDA)
+collectives across processes with deadlock detection and their bus bandwidth, a C++ (and HIP/CUDA)
 extension build, sparse tensors on the device, dependencies and the nightly guard.
 
 Each risky check runs isolated (a worker or separate rank processes) with a
@@ -14,12 +14,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.errors import InputError
-from gatekeeper.kernel_cache import cache_env
+from gatekeeper.core.errors import InputError
+from gatekeeper.kernel_cache.key import cache_env
 from stages._stage import StageContext, stage_main
 from stages.compat import dependencies as deps
+from stages.compat.bandwidth import parse_sizes, record_bandwidth
 from stages.compat.collectives import COLLECTIVES, parse_plant, run_collectives
-from stages.isolate import Outcome, Worker
+from stages.isolate import IsolatedOutcome, Worker
 
 NAME = "compatibility_check"
 DESCRIPTION = (
@@ -38,6 +39,8 @@ class Options:
     world_size: int = 2
     collective_timeout: float = 60.0
     collective_max_mb: float = 64.0
+    bandwidth_sizes: str = "auto"
+    bandwidth_iters: int = 5
     plant_deadlock: str | None = None
     no_extension: bool = False
     downstream: str = ""
@@ -58,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--collective-max-mb", type=float, default=64.0, help="largest tensor per rank, MiB (default 64)")
     g.add_argument(
+        "--bandwidth-sizes",
+        default="auto",
+        help="MiB per collective for the bus bandwidth of all_reduce, all_gather, reduce_scatter: comma list, "
+        "auto (CPU 1,8,64; GPU 1,2,4,...,256) or none",
+    )
+    g.add_argument("--bandwidth-iters", type=int, default=5, help="timed iterations per size (default 5)")
+    g.add_argument(
         "--plant-deadlock",
         metavar="RANK:COLLECTIVE",
         help="self-test: that rank never joins that collective; the check must fail naming it, within the timeout",
@@ -74,6 +84,9 @@ def _validate(ctx: StageContext) -> tuple[str, tuple[str, ...], tuple[int, ...] 
     o = ctx.options
     if o.world_size < 2:
         raise InputError(None, "--world-size", f"{o.world_size} is below 2", "collectives need at least 2 processes")
+    if o.bandwidth_iters < 1:
+        raise InputError(None, "--bandwidth-iters", f"{o.bandwidth_iters} is below 1", "e.g. --bandwidth-iters 5")
+    parse_sizes(o.bandwidth_sizes, gpu=ctx.device.is_gpu)  # a bad list is exit 2 before any work
     for flag, value in (("--collective-timeout", o.collective_timeout), ("--collective-max-mb", o.collective_max_mb)):
         if value <= 0:
             raise InputError(None, flag, f"{value:g} is not positive", f"e.g. {flag} 60")
@@ -87,7 +100,7 @@ def _validate(ctx: StageContext) -> tuple[str, tuple[str, ...], tuple[int, ...] 
     return plant, downstream, shape
 
 
-def _record_checks(ctx: StageContext, outcome: Outcome, name: str) -> list[dict[str, Any]]:
+def _record_checks(ctx: StageContext, outcome: IsolatedOutcome, name: str) -> list[dict[str, Any]]:
     """Record the checks an isolated call returned; a crash, timeout or exception fails ``name``."""
     if not outcome.ok:
         ctx.rec.outcome(name, outcome)
@@ -166,6 +179,7 @@ def check_compile(ctx: StageContext, shape: tuple[int, ...] | None, env: dict[st
 
 def check_collectives(ctx: StageContext, plant: str) -> None:
     rec, o, info = ctx.rec, ctx.options, ctx.device
+    sizes = parse_sizes(o.bandwidth_sizes, gpu=info.is_gpu)
     with rec.group("collectives", f"collectives on {o.world_size} processes"):
         backend = "gloo"
         if info.is_gpu and info.count >= o.world_size:
@@ -173,6 +187,9 @@ def check_collectives(ctx: StageContext, plant: str) -> None:
         elif info.is_gpu:
             why = f"{info.count} GPU(s) < world size {o.world_size}: one process per GPU is required"
             rec.skip("collectives.nccl", f"{why}; gloo on CPU instead")
+        skip_bandwidth = "--bandwidth-sizes none" if not sizes else ""
+        if info.is_gpu and backend == "gloo":  # gloo between CPU processes says nothing about this GPU's links
+            skip_bandwidth, sizes = f"no NCCL/RCCL bandwidth to measure: {why}", ()
         if plant:
             rec.log(f"  self-test: rank {plant.replace(':', ' never joins ')} (--plant-deadlock)")
         result = run_collectives(
@@ -182,6 +199,8 @@ def check_collectives(ctx: StageContext, plant: str) -> None:
             timeout=o.collective_timeout,
             workdir=ctx.out_dir / NAME / "collectives",
             plant=plant,
+            bandwidth_mb=sizes,
+            bandwidth_iters=o.bandwidth_iters,
         )
         for r in result.results:
             rec.record(f"collectives.{r.name}", r.status, r.message, duration_s=r.duration_s, details=r.details)  # type: ignore[arg-type]
@@ -198,7 +217,9 @@ def check_collectives(ctx: StageContext, plant: str) -> None:
         rec.metric(
             "deadlocks", float(result.deadlocks), "count", "lower", description="collectives a rank never joined"
         )
+        bandwidth = record_bandwidth(rec, result, sizes, skip_reason=skip_bandwidth)
         rec.summary["collectives"] = {
+            "bandwidth": bandwidth,
             "backend": backend,
             "world_size": o.world_size,
             "max_mb": o.collective_max_mb,

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gatekeeper.artifacts import Environment
-from gatekeeper.errors import InputError
-from gatekeeper.probes import versions
+from gatekeeper.contract.stage_report import Environment
+from gatekeeper.core.errors import InputError
+from gatekeeper.machine.probes import versions
 
 __all__ = [
     "DeviceInfo",

@@ -3,10 +3,11 @@ autograd, checkpoint restore and sparse tensors, on the device against a CPU
 float64 reference.
 
 Produces the field report's table for any stack: per category (basic_math,
-convolution, reduction, matrix, custom_backward, distributed) the cases, pass
+convolution, reduction, matrix, custom_backward, distributed, attention) the cases, pass
 rate and failing ops; the relative-error distribution per dtype over seeds; the
 aten ops the model really runs, replayed one by one; the whole model's gradients
-against CPU float64; checkpoint restore in a fresh process; sparse COO/CSR.
+against CPU float64; checkpoint restore in a fresh process; sparse COO/CSR;
+with --golden-save/--golden, the model's outputs and gradients against another stack's.
 Every case runs in an isolated worker with a timeout (see stages/functional/runner.py).
 """
 
@@ -17,9 +18,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatekeeper.errors import InputError
+from gatekeeper.core.errors import InputError
 from stages._stage import StageContext, stage_main
-from stages.functional import steps
+from stages.functional import parity, steps
 from stages.functional.catalog import CATEGORIES
 from stages.functional.report import Tally, write_markdown
 from stages.functional.runner import CaseRunner
@@ -46,6 +47,8 @@ class Options:
     no_traced: bool = False
     no_sparse: bool = False
     workers: int = 2
+    golden_save: Path | None = None
+    golden: Path | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +66,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-traced", action="store_true", help="skip the model-traced op replay and whole-model check")
     g.add_argument("--no-sparse", action="store_true", help="skip the sparse tensor checks")
     g.add_argument("--workers", type=int, default=2, help="isolated worker processes running cases (default 2)")
+    g.add_argument(
+        "--golden-save",
+        type=Path,
+        metavar="DIR",
+        help="save the model's outputs and gradients (and the stack that made them) as a golden in DIR",
+    )
+    g.add_argument(
+        "--golden",
+        type=Path,
+        metavar="DIR",
+        help="compare the model's outputs and gradients with the golden in DIR (saved on another stack)",
+    )
 
 
 def _split(text: str, allowed: tuple[str, ...], option: str) -> tuple[str, ...]:
@@ -90,6 +105,20 @@ def _validate(opts: Options) -> None:
         raise InputError(None, "--opinfo-budget", f"{opts.opinfo_budget:g} is not a positive number of seconds")
 
 
+def _golden_meta(ctx: StageContext) -> dict:
+    from stages.functional.golden import read_meta
+    from stages.models import DEMO_SPEC, parse_shape
+
+    shape = parse_shape(ctx.common.input_shape)
+    config = {
+        "model": ctx.common.model or DEMO_SPEC,
+        "batch_size": ctx.common.batch_size,
+        "input_shape": list(shape) if shape else None,
+        "seed": ctx.common.seed,
+    }
+    return read_meta(Path(ctx.options.golden), config)
+
+
 def run(ctx: StageContext) -> None:
     from stages.functional.user_cases import discover
     from stages.models import parse_shape
@@ -99,6 +128,7 @@ def run(ctx: StageContext) -> None:
     categories = _split(opts.categories, CATEGORIES, "--categories")
     dtypes = _split(opts.dtypes, DTYPES, "--dtypes")
     user = discover(opts.cases) if opts.cases else []  # bad --cases file: exit 2 before any work
+    golden_meta = _golden_meta(ctx) if opts.golden else None  # an unusable golden: exit 2 before any work
     plan = steps.Plan(
         device=ctx.device,
         categories=categories,
@@ -113,12 +143,15 @@ def run(ctx: StageContext) -> None:
     rec, tally = ctx.rec, Tally()
     summary = rec.summary
     with CaseRunner(opts.workers, timeout=plan.timeout) as runner:
-        in_process = tuple(c for c in categories if c != "distributed")
+        in_process = tuple(c for c in categories if c not in ("distributed", "attention"))
         if in_process:
             with rec.group(
                 "catalog", f"operator catalog: {', '.join(in_process)} x {', '.join(dtypes)} x {opts.seeds} seeds"
             ):
                 steps.catalog(rec, runner, plan, tally)
+        if "attention" in categories:
+            with rec.group("attention", "attention: SDPA with one backend forced per case, vs CPU float64"):
+                summary["attention"] = steps.attention(rec, runner, plan, tally)
         if "distributed" in categories:
             with rec.group("distributed", "distributed: collectives in 2 rank processes"):
                 summary["distributed"] = steps.distributed(rec, plan, tally)
@@ -146,6 +179,12 @@ def run(ctx: StageContext) -> None:
         else:
             with rec.group("sparse", "sparse tensors: COO, CSR, coalesce, sparse x dense"):
                 summary["sparse"] = steps.sparse(rec, runner, plan)
+        if opts.golden and golden_meta:
+            with rec.group("golden", f"cross-stack parity: outputs and gradients vs the golden in {opts.golden}"):
+                summary["golden"] = parity.golden_compare(rec, runner, plan, Path(opts.golden), golden_meta)
+        if opts.golden_save:
+            with rec.group("golden_save", f"golden outputs and gradients -> {opts.golden_save}"):
+                summary["golden_save"] = parity.golden_save(rec, runner, plan, Path(opts.golden_save))
         if opts.opinfo:
             with rec.group("opinfo", f"OpInfo sweep (budget {opts.opinfo_budget:g} s)"):
                 summary["opinfo"] = steps.opinfo(rec, runner, plan, opts.opinfo_budget)

@@ -20,15 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gatekeeper.proc import describe_returncode
+from gatekeeper.core.proc import describe_returncode
 
-__all__ = ["Outcome", "Worker", "run_isolated"]
+__all__ = ["IsolatedOutcome", "Worker", "run_isolated"]
 
 OutcomeKind = Literal["ok", "raised", "crashed", "timeout"]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class IsolatedOutcome:
     kind: OutcomeKind
     value: Any = None
     message: str = ""
@@ -87,7 +87,7 @@ class Worker:
         child.close()
         self._conn = parent
 
-    def call(self, target: str, *args: Any, timeout: float, **kwargs: Any) -> Outcome:
+    def call(self, target: str, *args: Any, timeout: float, **kwargs: Any) -> IsolatedOutcome:
         if self._proc is None or not self._proc.is_alive():
             if self._started:
                 self.restarts += 1
@@ -104,18 +104,22 @@ class Worker:
             return self._crashed(start)
         if not ready:
             self._kill()
-            return Outcome("timeout", message=f"timed out after {timeout:g} s", duration_s=time.monotonic() - start)
+            return IsolatedOutcome(
+                "timeout", message=f"timed out after {timeout:g} s", duration_s=time.monotonic() - start
+            )
         try:
             kind, value, message, etype = self._conn.recv()
         except (EOFError, OSError):
             return self._crashed(start)
-        return Outcome(kind, value, message, etype, time.monotonic() - start)
+        return IsolatedOutcome(kind, value, message, etype, time.monotonic() - start)
 
-    def _crashed(self, start: float) -> Outcome:
+    def _crashed(self, start: float) -> IsolatedOutcome:
         self._proc.join(timeout=10)
         code = self._proc.exitcode
         self._kill()
-        return Outcome("crashed", message=f"worker {describe_returncode(code)}", duration_s=time.monotonic() - start)
+        return IsolatedOutcome(
+            "crashed", message=f"worker {describe_returncode(code)}", duration_s=time.monotonic() - start
+        )
 
     def _kill(self) -> None:
         if self._proc is None:
@@ -154,7 +158,7 @@ class Worker:
 
 def run_isolated(
     target: str, *args: Any, timeout: float, env: Mapping[str, str] | None = None, **kwargs: Any
-) -> Outcome:
+) -> IsolatedOutcome:
     """One call in a fresh child (for work that must not share a process)."""
     with Worker(env=env) as worker:
         return worker.call(target, *args, timeout=timeout, **kwargs)

@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.errors import InputError
+from gatekeeper.core.errors import InputError
 
 __all__ = ["DEMO_SPEC", "LoadedModel", "demo_model", "load_model"]
 

@@ -1,37 +1,32 @@
 """performance_baseline: latency, throughput and memory of the model, from k fresh processes.
 
 Each process is a child (``stages.perf.timing``) started through
-``gatekeeper.proc.run`` with a timeout: it warms up until two consecutive
+``gatekeeper.core.proc.run`` with a timeout: it warms up until two consecutive
 windows agree, then times m iterations one by one. Samples keep their process
 grouping, because iterations inside one process are not independent samples;
-``gatekeeper.stats.compare_runs`` judges them against a baseline later.
+``gatekeeper.stats.compare.compare_runs`` judges them against a baseline later.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import statistics
 import sys
+import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from gatekeeper import proc
-from gatekeeper.errors import InputError
-from gatekeeper.kernel_cache import cache_env
-from gatekeeper.stats import harrell_davis, process_cv, run_summary
-from stages._stage import SkipCheck, StageContext, stage_main
-from stages.perf import series, smi
-from stages.perf.timing import RESULT_PREFIX
+from gatekeeper.contract.metric_points import SKIPPED, point_label, point_name
+from gatekeeper.core.errors import InputError
+from stages._stage import StageContext, stage_main
+from stages.perf import measure, series, sweep
 
 __all__ = ["DESCRIPTION", "NAME", "Options", "add_arguments", "main", "parse_duration", "run"]
 
 NAME = "performance_baseline"
 DESCRIPTION = "Latency, throughput and memory of the model in k fresh processes (and an optional soak run)."
-SERIES_FILE = f"{NAME}.soak.jsonl"
+SERIES_FILE = series.SERIES_FILE
 
 
 @dataclass(frozen=True)
@@ -41,6 +36,8 @@ class Options:
     warmup: int = 10
     backward: bool = False
     duration: str | None = None
+    sweep: list[str] | None = None
+    sweep_budget: str | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,13 +47,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--warmup", type=int, default=10, help="minimum warm-up iterations; more run until timings converge")
     g.add_argument("--backward", action="store_true", help="time forward+backward instead of forward only")
     g.add_argument("--duration", help="soak mode: also run this long, e.g. 90s, 30m, 24h")
+    g.add_argument(
+        "--sweep",
+        action="append",
+        metavar="KEY=V1,V2",
+        help=f"measure every combination instead of one point (repeatable; keys: {', '.join(sweep.KEYS)})",
+    )
+    g.add_argument("--sweep-budget", metavar="DURATION", help="stop starting sweep points after this long, e.g. 10m")
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, option: str = "--duration") -> float:
     """Seconds from '90', '90s', '30m' or '24h'."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
     if not m or float(m.group(1)) <= 0:
-        raise InputError(None, "--duration", f"{text!r} is not a duration", "e.g. 90s, 30m or 24h")
+        raise InputError(None, option, f"{text!r} is not a duration", "e.g. 90s, 30m or 24h")
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
@@ -68,29 +72,15 @@ def _validate(opts: Options) -> None:
         raise InputError(None, "--warmup", f"must not be negative (got {opts.warmup})")
 
 
-def _child_env() -> dict[str, str]:
-    root = str(Path(__file__).resolve().parent.parent)  # so the child imports these stages, installed or not
-    env = {**os.environ, **cache_env()}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def _child(cfg: dict[str, Any], timeout: float) -> tuple[dict[str, Any] | None, str]:
-    res = proc.run(
-        [sys.executable, "-m", "stages.perf.timing"], timeout=timeout, env=_child_env(), input_text=json.dumps(cfg)
-    )
-    for line in reversed(res.stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX) :]), ""
-    tail = "\n".join((res.stderr or res.stdout).strip().splitlines()[-15:])
-    return None, f"timing process {res.describe()}" + (f":\n{tail}" if tail else "")
-
-
 def run(ctx: StageContext) -> None:
     opts: Options = ctx.options
     _validate(opts)
     soak_s = parse_duration(opts.duration) if opts.duration else None
-    rec, common = ctx.rec, ctx.common
+    axes = sweep.parse_sweep(opts.sweep or ())
+    budget_s = parse_duration(opts.sweep_budget, "--sweep-budget") if opts.sweep_budget else None
+    if budget_s is not None and not axes:
+        raise InputError(None, "--sweep-budget", "caps a sweep, and no --sweep was given", "add --sweep KEY=V1,V2")
+    common = ctx.common
     base_cfg = {
         "model": common.model,
         "batch_size": common.batch_size,
@@ -102,28 +92,17 @@ def run(ctx: StageContext) -> None:
         "iterations": opts.iterations,
     }
     ctx.config["mode"] = "forward+backward" if opts.backward else "forward"
+    # normalised (batch_size=08 is 8), so equal sweeps compare as equal (gatekeeper.history.comparability)
+    ctx.config["sweep"] = {a.key: list(a.values) for a in axes} if axes else None
     results: list[dict[str, Any]] = []
-    clocks: list[dict[str, Any]] = []
-    with rec.group("timing", f"{opts.processes} fresh processes x {opts.iterations} iterations"):
-        for i in range(opts.processes):
-            with rec.check(f"process.{i + 1}") as h:
-                result, error = _child(base_cfg, common.check_timeout)
-                assert result is not None, error
-                results.append(result)
-                times = sorted(result["times_s"])
-                state = "converged" if result["warmup_converged"] else "NOT converged"
-                h.message = (
-                    f"median {times[len(times) // 2] * 1000:.2f} ms over {len(times)} iterations "
-                    f"after {result['warmup_iterations']} warm-up ({state})"
-                )
-            rows, reason = smi.read_clocks(ctx.device.kind)
-            clocks.append({"process": i + 1, "devices": rows} if rows else {"process": i + 1, "reason": reason})
-        with rec.check("clocks_and_temperature") as h:
-            if all("reason" in c for c in clocks):
-                raise SkipCheck("; ".join(sorted({c["reason"] for c in clocks})))
-            h.message = f"recorded for {len(clocks) - sum('reason' in c for c in clocks)} of {len(clocks)} processes"
-    if results:
-        _record_timing(ctx, results, clocks)
+    if axes:
+        run_sweep(ctx, base_cfg, axes, budget_s)
+    else:
+        with ctx.rec.group("timing", f"{opts.processes} fresh processes x {opts.iterations} iterations"):
+            results, clocks, _ = measure.measure_point(ctx, base_cfg)
+            measure.clocks_check(ctx, clocks)
+        if results:
+            ctx.rec.summary.update(measure.record_timing(ctx, results, clocks, base_cfg["batch_size"]))
     if soak_s is not None:
         _soak(ctx, base_cfg, soak_s)
     elif results:
@@ -132,48 +111,68 @@ def run(ctx: StageContext) -> None:
         _record_growth(ctx, growth, "over the timed iterations of all processes", span)
 
 
-def _record_timing(ctx: StageContext, results: list[dict[str, Any]], clocks: list[dict[str, Any]]) -> None:
-    rec, batch = ctx.rec, ctx.common.batch_size
-    per_process = [[t * 1000.0 for t in r["times_s"]] for r in results]
-    pooled = [x for g in per_process for x in g]
-    medians = [statistics.median(g) for g in per_process]
-    rec.metric(
-        "latency_ms", statistics.median(medians), "ms", "lower", samples=per_process,
-        description="median of per-process medians; samples per process",
-    )  # fmt: skip
-    for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):
-        rec.metric(f"latency_ms.{name}", harrell_davis(pooled, q), "ms", "lower", description="Harrell-Davis, pooled")
-    throughputs = [batch * len(r["times_s"]) / sum(r["times_s"]) for r in results]
-    rec.metric(
-        "throughput", statistics.median(throughputs), "items/s", "higher", samples=[[t] for t in throughputs],
-        description="median of per-process throughputs; one sample per process",
-    )  # fmt: skip
-    cv = process_cv([[t] for t in throughputs]) if len(throughputs) > 1 else None
-    rec.metric("throughput_cv", cv, "ratio", "lower", description="coefficient of variation across processes")
-    all_converged = all(r["warmup_converged"] for r in results)
-    rec.metric("warmup_converged", 1.0 if all_converged else 0.0, "bool", "higher")
-    rec.metric("peak_memory_mb", max(r["peak_memory_mb"] for r in results), "MB", "lower")
-    rec.summary["latency_ms"] = run_summary(per_process)
-    rec.summary["processes"] = [
-        {
-            "process": i + 1,
-            "median_ms": round(medians[i], 4),
-            "mean_ms": round(statistics.fmean(per_process[i]), 4),
-            "throughput": round(throughputs[i], 3),
-            "warmup_iterations": r["warmup_iterations"],
-            "warmup_converged": r["warmup_converged"],
-            "peak_memory_mb": round(r["peak_memory_mb"], 2),
-            "threads": r["threads"],
-            **{k: v for k, v in clocks[i].items() if k != "process"},
-        }
-        for i, r in enumerate(results)
-    ]
-    s = rec.summary["latency_ms"]
-    rec.log(
-        f"  latency {s['p50']:.2f} ms (P99 {s['p99']:.2f}, P99.9 {s['p999']:.2f}), "
-        f"throughput {statistics.median(throughputs):.1f} items/s, CV {cv if cv is not None else float('nan'):.1%}, "
-        f"warm-up {'converged' if all_converged else 'NOT converged in every process'}"
-    )
+def run_sweep(
+    ctx: StageContext, base_cfg: dict[str, Any], axes: tuple[sweep.Axis, ...], budget_s: float | None
+) -> None:
+    """Measure every point like a single run; one the device cannot run, or not reached within
+    the budget, is skipped with the reason (a point cut short publishes nothing)."""
+    rec, opts = ctx.rec, ctx.options
+    todo = sweep.points(axes)
+    start = time.monotonic()
+    deadline = None if budget_s is None else start + budget_s
+    rows: list[dict[str, Any]] = []
+    converged: list[bool] = []
+    all_clocks: list[dict[str, Any]] = []
+    header = f"{len(todo)} points x {opts.processes} fresh processes x {opts.iterations} iterations"
+    with rec.group("sweep", header + (f", budget {budget_s:.0f} s" if budget_s else "")):
+        for n, point in enumerate(todo):
+            label = point_label(point)
+            cfg = sweep.child_config(base_cfg, point)
+            t0 = time.monotonic()
+            rec.log(f"  point {n + 1}/{len(todo)} {label}")
+            why = sweep.unsupported(cfg, ctx.device.kind)
+            if why is None and deadline is not None and t0 >= deadline:
+                why = f"the sweep budget of {budget_s:.0f} s was spent after {n} of {len(todo)} points"
+            results: list[dict[str, Any]] = []
+            if why is None:
+                results, clocks, why = measure.measure_point(ctx, cfg, prefix=f"point{label}.", deadline=deadline)
+                all_clocks += clocks
+            row: dict[str, Any] = {"point": point, "label": label}
+            if not why and not results:
+                why = "every timing process failed (see its process checks)"
+                row["status"] = "failed"
+            if why:
+                _unmeasured(ctx, point, why)
+                rows.append({"status": "skipped", **row, "reason": why, "seconds": round(time.monotonic() - t0, 2)})
+                continue
+            summary = measure.record_timing(ctx, results, clocks, cfg["batch_size"], point)
+            converged.append(all(r["warmup_converged"] for r in results))
+            rows.append({**row, "status": "measured", "seconds": round(time.monotonic() - t0, 2), **summary})
+        measure.clocks_check(ctx, all_clocks)
+    if converged:  # the judge reads the plain metric: one unconverged point makes the timings inconclusive
+        rec.metric(
+            "warmup_converged", 1.0 if all(converged) else 0.0, "bool", "higher", description="every sweep point"
+        )
+    rec.summary["sweep"] = {
+        "axes": {a.key: list(a.values) for a in axes},
+        "budget_s": budget_s,
+        "seconds": round(time.monotonic() - start, 2),
+        "points": rows,
+    }
+    done = sum(r["status"] == "measured" for r in rows)
+    rec.log(f"  sweep: {done} of {len(rows)} points measured in {time.monotonic() - start:.1f} s")
+
+
+def _unmeasured(ctx: StageContext, point: dict[str, str], why: str) -> None:
+    """A point not measured still names its metrics (value None) and a skipped check, so gates say why."""
+    if not why.startswith("every timing process failed"):
+        ctx.rec.skip(f"point{point_label(point)}", why)
+    for base, unit, better in (
+        ("latency_ms", "ms", "lower"),
+        ("throughput", "items/s", "higher"),
+        ("peak_memory_mb", "MB", "lower"),
+    ):
+        ctx.rec.metric(point_name(base, point), None, unit, better, description=f"{SKIPPED}{why}")
 
 
 # Seconds of steady running below which a slope is not extrapolated to MB/hour: over a
@@ -208,14 +207,16 @@ def _soak(ctx: StageContext, base_cfg: dict[str, Any], seconds: float) -> None:
     with rec.group("soak", f"soak run for {seconds:.0f} s (series in {SERIES_FILE})"):
         cfg = {**base_cfg, "duration_s": seconds, "series_path": str(path.resolve())}
         with rec.check("soak") as h:
-            result, error = _child(cfg, seconds + ctx.common.check_timeout)
+            result, error = measure.child(cfg, seconds + ctx.common.check_timeout)
             points = series.read_series(path)
             h.details = {"series": SERIES_FILE, "windows": len(points)}
             assert result is not None, f"{error} (kept {len(points)} windows in {SERIES_FILE})"
             h.message = f"{len(points)} windows"
         points = series.read_series(path)
         if len(points) < 2:
-            rec.skip("soak.decay", f"only {len(points)} soak window(s): the soak was too short")
+            why = f"only {len(points)} soak window(s): the soak was too short"
+            rec.skip("soak.decay", why)
+            rec.metric("throughput_decay", None, "ratio", "lower", description=f"{SKIPPED}{why}")  # the gate says why
             return
         t = [p["t_s"] for p in points]
         thr = [p["throughput"] for p in points if p.get("throughput")]

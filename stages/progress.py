@@ -3,18 +3,25 @@
 On a terminal: one live line rewritten in place. In CI (no TTY): plain lines at
 most every ``interval_s`` seconds, inside GitLab's collapsible log sections
 (one section per check group).
+
+A stage copies its output to ``<stage>.log`` through a pipe (``tee_output``), so
+its ``sys.stdout`` is never the terminal itself: ``TerminalAwareText`` answers
+``isatty()`` for the stream the pipe ends in, and ``LogLines`` keeps only what a
+terminal finally shows of a rewritten line when the log file is written.
 """
 
 from __future__ import annotations
 
+import io
 import re
+import shutil
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-__all__ = ["Progress", "section"]
+__all__ = ["LogLines", "Progress", "TerminalAwareText", "section"]
 
 _ESC = "\x1b[0K"
 
@@ -63,7 +70,53 @@ class Progress:
         pct = 100.0 * done / self.total if self.total else 100.0
         line = f"{self.label}: {done}/{self.total} ({pct:.0f}%) {now - self._start:.0f}s {note}".rstrip()
         if self._tty:
-            self.stream.write("\r" + line[:150].ljust(150) + ("\n" if final else ""))
+            # one terminal row: a longer line would wrap and every update would add a row
+            width = max(20, (getattr(self.stream, "columns", None) or shutil.get_terminal_size((151, 24)).columns) - 1)
+            self.stream.write("\r" + line[:width].ljust(width) + ("\n" if final else ""))
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
+
+
+class TerminalAwareText(io.TextIOWrapper):
+    """A text stream into a pipe that reports ``isatty()`` of where the pipe's output goes."""
+
+    def __init__(
+        self, buffer: io.RawIOBase | io.BufferedIOBase, *, tty: bool, columns: int | None = None, **kwargs: object
+    ) -> None:
+        super().__init__(buffer, **kwargs)  # type: ignore[arg-type]
+        self._gatekeeper_tty = tty
+        self.columns = columns  # the terminal's width, when known
+
+    def isatty(self) -> bool:
+        return self._gatekeeper_tty
+
+
+class LogLines:
+    """Bytes for a log file from terminal output: of a line rewritten with ``\r``, only its last text.
+
+    ``feed`` returns the complete lines ready to write; ``flush`` what is left at the end.
+    A line that is never ended keeps only its text after the last ``\r`` (bounded memory).
+    """
+
+    MAX_PENDING = 1 << 16
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    @staticmethod
+    def _final(line: bytes) -> bytes:
+        if b"\r" not in line:
+            return line
+        return line.rstrip(b"\r").rsplit(b"\r", 1)[-1].rstrip(b" ")
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._pending + chunk
+        *lines, self._pending = data.split(b"\n")
+        if len(self._pending) > self.MAX_PENDING and b"\r" in self._pending[:-1]:
+            self._pending = self._pending[self._pending.rindex(b"\r", 0, len(self._pending) - 1) + 1 :]
+        return b"".join(self._final(line) + b"\n" for line in lines)
+
+    def flush(self) -> bytes:
+        rest, self._pending = self._pending, b""
+        return self._final(rest)

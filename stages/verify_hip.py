@@ -16,10 +16,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper import archcompat
-from gatekeeper.findings import Finding, count_problems
-from gatekeeper.hygiene import FsFacts, hygiene_findings
-from gatekeeper.probes import versions
+from gatekeeper.machine import archcompat
+from gatekeeper.machine.findings import Finding, count_problems
+from gatekeeper.machine.hygiene import FsFacts, hygiene_findings
+from gatekeeper.machine.probes import versions
 from stages import device as devmod
 from stages._stage import Recorder, StageContext, stage_main
 from stages.isolate import Worker

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gatekeeper.gates import load_gates
-from gatekeeper.schemas import load_schema
+from gatekeeper.contract.schemas import load_schema
+from gatekeeper.evaluate.gates import load_gates
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()

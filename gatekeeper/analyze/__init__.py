@@ -12,16 +12,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gatekeeper import files
 from gatekeeper.analyze.classify import Classifier, open_log
-from gatekeeper.analyze.diagnosis import Diagnosis, FailedCheck, diagnose, environment_fingerprint, failed_checks
+from gatekeeper.analyze.diagnosis import FailedCheck, FailureDiagnosis, diagnose, environment_fingerprint, failed_checks
 from gatekeeper.analyze.render import FORMATS, render
 from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
-from gatekeeper.artifacts import read_artifacts
-from gatekeeper.errors import InputError
-from gatekeeper.redact import redact
+from gatekeeper.contract.stage_report import read_artifacts
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.redact import redact
 
-__all__ = ["CATEGORIES", "FORMATS", "analyze", "blocking_gates", "classify_logs", "doctor_available", "waiver_status"]
+__all__ = ["CATEGORIES", "FORMATS", "analyze", "blocking_gates", "classify_logs", "report_text", "waiver_status"]
 
 
 def classify_logs(
@@ -29,7 +29,7 @@ def classify_logs(
     *,
     rules: RuleSet,
     artifacts: str | Path | None = None,
-) -> Diagnosis:
+) -> FailureDiagnosis:
     """Diagnose ``logs`` (paths, ``-`` for stdin; gzip accepted) plus the failed checks in ``artifacts``."""
     reports = read_artifacts(artifacts) if artifacts is not None else {}
     checks = failed_checks(reports) + (blocking_gates(Path(artifacts)) if artifacts is not None else [])
@@ -48,15 +48,15 @@ def blocking_gates(artifacts: Path) -> list[FailedCheck]:
     path = artifacts / "verdict.json"
     if not path.is_file():
         return []
-    from gatekeeper.verdict import Verdict
+    from gatekeeper.contract.verdict import read_verdict
 
-    verdict = Verdict.from_dict(files.read_json(path, what="verdict"))
+    verdict = read_verdict(path)
     return [FailedCheck("gate", g.name, "failed", g.reason, {}) for g in verdict.blocking_gates]
 
 
 def waiver_status(rules: RuleSet, gates_path: str | Path, today: dt.date | None = None) -> dict[str, dict]:
     """Check that every waiver a known issue names is a gate in gates.yaml; gate -> its waiver there."""
-    from gatekeeper.gates import load_gates
+    from gatekeeper.evaluate.gates import load_gates
 
     gates = load_gates(gates_path)
     names = {g.name for g in gates.gates}
@@ -75,18 +75,6 @@ def waiver_status(rules: RuleSet, gates_path: str | Path, today: dt.date | None 
     return status
 
 
-def doctor_available() -> bool:
-    """Whether this gatekeeper has the ``doctor`` subcommand (another issue adds it)."""
-    import argparse
-
-    from gatekeeper.cli import build_parser
-
-    return any(
-        isinstance(action, argparse._SubParsersAction) and "doctor" in action.choices
-        for action in build_parser()._actions
-    )
-
-
 def analyze(
     *,
     logs: Sequence[str | Path],
@@ -96,8 +84,11 @@ def analyze(
     out: str | Path | None = None,
     bundle: str | Path | None = None,
     gates: str | Path | None = None,
-) -> Diagnosis:
-    """The whole workflow; returns the diagnosis after writing ``out`` (or stdout) and the bundle."""
+) -> FailureDiagnosis:
+    """The whole workflow; returns the diagnosis after writing ``out`` and the bundle.
+
+    Without ``out`` nothing is written but the bundle: the caller prints ``report_text(diagnosis, fmt)``.
+    """
     rules = load_rules(known_issues)
     waivers = waiver_status(rules, gates) if gates is not None else None
     if not logs:
@@ -117,11 +108,15 @@ def analyze(
         from gatekeeper.analyze.bundle import write_bundle
 
         diagnosis = replace(diagnosis, bundle=str(bundle))
-        write_bundle(bundle, diagnosis, doctor_available=doctor_available())
-    # Logs can contain tokens (local runs are not masked like GitLab job logs): the report must not.
-    text = redact(render(diagnosis, fmt))
+        write_bundle(bundle, diagnosis)
     if out is not None:
-        files.atomic_write(out, text)
-    else:
-        sys.stdout.write(text)
+        files.atomic_write(out, report_text(diagnosis, fmt))
     return diagnosis
+
+
+def report_text(diagnosis: FailureDiagnosis, fmt: str) -> str:
+    """The diagnosis as ``fmt`` (json, md, text), redacted.
+
+    Logs can contain tokens (local runs are not masked like GitLab job logs): the report must not.
+    """
+    return redact(render(diagnosis, fmt))

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files, proc
 from gatekeeper.analyze import repro_rules
-from gatekeeper.analyze.diagnosis import Diagnosis, FailedCheck
-from gatekeeper.redact import redact, redact_env
+from gatekeeper.analyze.diagnosis import FailedCheck, FailureDiagnosis
+from gatekeeper.core import files, proc
+from gatekeeper.core.redact import redact, redact_env
 
 __all__ = ["DOCTOR_TIMEOUT_S", "repro_cases", "repro_script", "write_bundle"]
 
@@ -171,11 +171,15 @@ def _case(details: Mapping[str, Any]) -> dict[str, Any] | None:
     return case
 
 
-def write_bundle(directory: str | Path, diagnosis: Diagnosis, *, doctor_available: bool) -> Path:
-    """Write the bundle into ``directory`` (created); every file is written atomically and redacted."""
+def write_bundle(directory: str | Path, diagnosis: FailureDiagnosis, *, capture_environment: bool = True) -> Path:
+    """Write the bundle into ``directory`` (created); every file is written atomically and redacted.
+
+    ``capture_environment`` runs ``gatekeeper doctor --capture`` into the bundle; without it the
+    bundle holds the (redacted) environment variables only.
+    """
     directory = Path(directory)
     notes = [f"gatekeeper reproduction bundle: category {diagnosis.category}", ""]
-    notes.append(_environment(directory, doctor_available))
+    notes.append(_environment(directory, capture_environment))
     cases, refused = _split_cases(diagnosis.failed_checks)
     if cases:
         files.write_json(directory / "cases.json", cases)
@@ -194,8 +198,8 @@ def write_bundle(directory: str | Path, diagnosis: Diagnosis, *, doctor_availabl
     return directory
 
 
-def _environment(directory: Path, doctor_available: bool) -> str:
-    if doctor_available:
+def _environment(directory: Path, capture: bool) -> str:
+    if capture:
         capture = directory / "doctor-capture"
         # The child must import this same gatekeeper, installed or not (a checkout run from elsewhere).
         here = str(Path(__file__).resolve().parents[2])
@@ -211,7 +215,7 @@ def _environment(directory: Path, doctor_available: bool) -> str:
             return "environment.txt: gatekeeper doctor --capture (raw tool outputs in doctor-capture/)"
         note = f"gatekeeper doctor --capture failed ({result.describe()}); environment variables instead"
     else:
-        note = "gatekeeper doctor is not available in this version; environment variables only"
+        note = "doctor --capture not requested; environment variables only"
     env = redact_env()
     files.atomic_write(directory / "environment.txt", "".join(f"{k}={v}\n" for k, v in env.items()))
     return f"environment.txt: {note}"

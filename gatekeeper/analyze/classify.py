@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gatekeeper.analyze.rules import Rule, RuleSet, all_required_literals, required_literals
-from gatekeeper.errors import InputError
+from gatekeeper.core.errors import InputError
 
-__all__ = ["Classifier", "Evidence", "Match", "open_log"]
+__all__ = ["Classifier", "Evidence", "RuleMatch", "open_log"]
 
 CHUNK_BYTES = 2 << 20  # bounds memory: the chunk, its lowercase copy and its keyword hits
 MAX_TEXT = 400  # characters of a matched line kept in the report
@@ -34,7 +34,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
-class Match:
+class RuleMatch:
     source: str
     line: int
     text: str
@@ -60,7 +60,7 @@ class Match:
 class Evidence:
     """What the scan found: capped matches per rule, counts, and per-source facts."""
 
-    matches: dict[str, list[Match]] = field(default_factory=dict)
+    matches: dict[str, list[RuleMatch]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     sources: dict[str, int] = field(default_factory=dict)  # source -> lines read
     tails: dict[str, list[str]] = field(default_factory=dict)
@@ -213,7 +213,7 @@ class Classifier:
             return
         self._order += 1
         stored.append(
-            Match(
+            RuleMatch(
                 source=source,
                 line=lineno,
                 text=line[:MAX_TEXT],

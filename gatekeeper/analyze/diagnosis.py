@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gatekeeper.analyze.classify import Evidence, Match
+from gatekeeper.analyze.classify import Evidence, RuleMatch
 from gatekeeper.analyze.rules import Rule, RuleSet
-from gatekeeper.artifacts import StageReport
+from gatekeeper.contract.stage_report import StageReport
 
-__all__ = ["DIAGNOSIS_SCHEMA", "Diagnosis", "FailedCheck", "diagnose", "environment_fingerprint"]
+__all__ = ["DIAGNOSIS_SCHEMA", "FailedCheck", "FailureDiagnosis", "diagnose", "environment_fingerprint"]
 
 DIAGNOSIS_SCHEMA = "gatekeeper.analysis/v1"
 MAX_MATCHES = 20
@@ -54,14 +54,14 @@ class FailedCheck:
 
 
 @dataclass(frozen=True)
-class Diagnosis:
+class FailureDiagnosis:
     category: str
     known_issue: str | None
     confidence: float
     explanation: str
     remediation: tuple[str, ...]
     links: tuple[str, ...]
-    matches: tuple[Match, ...]
+    matches: tuple[RuleMatch, ...]
     also_seen: tuple[dict[str, Any], ...]
     environment: Mapping[str, Any]
     failed_checks: tuple[FailedCheck, ...]
@@ -117,7 +117,7 @@ def diagnose(
     *,
     environment: Mapping[str, Any] | None = None,
     checks: Sequence[FailedCheck] = (),
-) -> Diagnosis:
+) -> FailureDiagnosis:
     env = dict(environment or {})
     matched = [rules.by_id(rid) for rid in evidence.matches if evidence.matches[rid]]
     first = {rid: ms[0].order for rid, ms in evidence.matches.items() if ms}
@@ -152,7 +152,7 @@ def diagnose(
         if winner is None or r.id != winner.id
     )
     fill = _Filler(env)
-    return Diagnosis(
+    return FailureDiagnosis(
         category=category,
         known_issue=winner.id if winner is not None and category != "unknown" else None,
         confidence=round(confidence, 2),
@@ -182,7 +182,7 @@ class _Filler(dict):
         return "{" + key + "}"
 
 
-def _excerpt(matches: Sequence[Match], evidence: Evidence) -> tuple[str, ...]:
+def _excerpt(matches: Sequence[RuleMatch], evidence: Evidence) -> tuple[str, ...]:
     """Matched lines with context, then the tail of each log: what a bug report needs."""
     lines: list[str] = []
     for m in sorted(matches, key=lambda m: m.order)[:MAX_MATCHES]:

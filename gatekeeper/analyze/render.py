@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gatekeeper.analyze.diagnosis import Diagnosis
-from gatekeeper.escape import md_code_block, md_code_span, md_link, md_text, terminal
+from gatekeeper.analyze.diagnosis import FailureDiagnosis
+from gatekeeper.core.escape import md_code_block, md_code_span, md_link, md_text, terminal
 
 __all__ = ["FORMATS", "render"]
 
@@ -13,7 +13,7 @@ FORMATS = ("json", "md", "text")
 _SHOWN = 8  # matches shown in md/text; JSON has them all (capped at MAX_MATCHES)
 
 
-def render(diagnosis: Diagnosis, fmt: str) -> str:
+def render(diagnosis: FailureDiagnosis, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(diagnosis.to_dict(), indent=2) + "\n"
     if fmt == "md":
@@ -23,17 +23,17 @@ def render(diagnosis: Diagnosis, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def _title(d: Diagnosis) -> str:
+def _title(d: FailureDiagnosis) -> str:
     known = f"known issue `{d.known_issue}`" if d.known_issue else "no known issue matched"
     return f"{d.category} ({known}, confidence {d.confidence:.2f})"
 
 
-def _md_title(d: Diagnosis) -> str:
+def _md_title(d: FailureDiagnosis) -> str:
     known = f"known issue {md_code_span(d.known_issue)}" if d.known_issue else "no known issue matched"
     return f"{md_text(d.category)} ({known}, confidence {d.confidence:.2f})"
 
 
-def _markdown(d: Diagnosis) -> str:
+def _markdown(d: FailureDiagnosis) -> str:
     # Logs, check names and messages come from the code under test: every piece is escaped for GitLab markdown.
     out = [f"### Failure analysis: {_md_title(d)}", "", md_text(d.explanation), ""]
     if d.waiver:
@@ -63,7 +63,7 @@ def _markdown(d: Diagnosis) -> str:
     return "\n".join(out)
 
 
-def _text(d: Diagnosis) -> str:
+def _text(d: FailureDiagnosis) -> str:
     out = [f"failure analysis: {_title(d)}", f"  {d.explanation}"]
     if d.waiver:
         out.append(f"  waiver: {_waiver_text(d)}")
@@ -85,7 +85,7 @@ def _text(d: Diagnosis) -> str:
     return "\n".join(out) + "\n"
 
 
-def _waiver_text(d: Diagnosis) -> str:
+def _waiver_text(d: FailureDiagnosis) -> str:
     w = d.waiver_detail
     if w is None:
         return f"the known issue names gate `{d.waiver}` (pass --gates to check its waiver)"

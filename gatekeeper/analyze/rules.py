@@ -14,8 +14,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files, schemas
-from gatekeeper.errors import InputError
+from gatekeeper.contract import schemas
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
 
 __all__ = [
     "CATEGORIES",

@@ -1,8 +1,7 @@
 """The ``gatekeeper`` command: argparse and dispatch only.
 
 Each subcommand parses its arguments and calls one library function with
-explicit keyword arguments; the command groups live beside this file
-(run, diagnose, release, ops). InputError is caught here, in one place, and
+explicit keyword arguments; one module per command lives beside this file. InputError is caught here, in one place, and
 becomes one line on stderr and exit code 2; any other exception is a bug:
 one line on stderr, the traceback in a saved log, exit code 70.
 """
@@ -17,20 +16,42 @@ import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 from gatekeeper import __version__
-from gatekeeper.cli import diagnose, ops, release, run
-from gatekeeper.errors import InputError
-from gatekeeper.escape import terminal
-from gatekeeper.exitcodes import ExitCode
-from gatekeeper.redact import RedactingStream
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import terminal
+from gatekeeper.core.exitcodes import ExitCode
+from gatekeeper.core.redact import RedactingStream
 
 __all__ = ["build_parser", "main"]
 
 Handler = Callable[[argparse.Namespace], int]
+VERSION = f"gatekeeper {__version__}"
 
-# Command groups, in the order `gatekeeper --help` lists them.
-GROUPS = (run, release, diagnose, ops)
+
+def _commands() -> tuple[ModuleType, ...]:
+    """One module per command, in the order `gatekeeper --help` lists them.
+
+    Imported here, not at the top: ``gatekeeper --version`` must answer from an install
+    without the dependencies (``pip install --no-deps``; tests/test_release.py).
+    """
+    from gatekeeper.cli import (
+        ab,
+        advise,
+        analyze,
+        breaker,
+        cache,
+        doctor,
+        evaluate,
+        matrix,
+        notify,
+        pipeline,
+        report,
+        stage,
+    )
+
+    return (stage, pipeline, evaluate, ab, report, matrix, advise, doctor, analyze, notify, cache, breaker)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,17 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 pass, 1 blocked by a gate, 2 usage or input error, 3 passed with warnings, "
         "4 circuit breaker open (skipped).",
     )
-    parser.add_argument("--version", action="version", version=f"gatekeeper {__version__}")
+    parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in GROUPS:
-        group.add_parsers(sub)
+    for command in _commands():
+        command.add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Everything a command prints passes the redactor too (a gate reason can quote a log line with a token).
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
     try:
         return _main(argv)
     finally:
@@ -58,9 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments == ["--version"]:
+        print(VERSION)
+        return ExitCode.PASS
     parser = build_parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(arguments)
     except SystemExit as exit_:
         return ExitCode.PASS if exit_.code == 0 else ExitCode.INPUT_ERROR
     handler: Handler = args.handler
@@ -78,7 +103,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _internal_error(err: Exception) -> int:
-    from gatekeeper.redact import redact
+    from gatekeeper.core.redact import redact
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     fd, path = tempfile.mkstemp(prefix=f"gatekeeper-crash-{stamp}-", suffix=".log")

@@ -15,16 +15,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.errors import InputError
-from gatekeeper.exitcodes import ExitCode
-from gatekeeper.gitlab import TOKEN_VARIABLE, GitLabError, client_from_env
-from gatekeeper.locking import LockTimeout, locked
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.exitcodes import ExitCode
+from gatekeeper.core.gitlab_api import TOKEN_VARIABLE, GitLabError, client_from_env
+from gatekeeper.core.locking import LockTimeout, locked
+from gatekeeper.core.redact import redact
 from gatekeeper.notify import dedupe, spool
 from gatekeeper.notify.alert import Alert, load_alert, severity_of
 from gatekeeper.notify.gitlab_note import commit_status, note_body, publish
 from gatekeeper.notify.slack import SlackSendError, SlackTarget, send
 from gatekeeper.notify.slack_message import build_message
-from gatekeeper.redact import redact
 
 __all__ = ["notify_gitlab", "notify_slack", "resend"]
 

@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files, schemas
-from gatekeeper.context import PipelineContext
-from gatekeeper.errors import InputError
-from gatekeeper.verdict import VERDICT_SCHEMA, Verdict
+from gatekeeper.contract.analysis import read_analysis
+from gatekeeper.contract.verdict import Verdict, read_verdict
+from gatekeeper.core.ci_context import PipelineContext
 
 __all__ = ["Alert", "Links", "load_alert", "severity_of"]
 
@@ -69,33 +68,15 @@ def severity_of(alert: Alert, *, recovered: bool = False) -> str:
     return "warning"
 
 
-def _check_analysis(doc: Any, path: str | Path) -> None:
-    """The fields the messages use, with the types they need (the file may come from an older run)."""
-    hint = "pass the output of gatekeeper analyze --format json"
-    if not isinstance(doc, dict) or not isinstance(doc.get("category"), str):
-        raise InputError(path, "category", "not a failure analysis", hint)
-    expected = {"confidence": (int, float), "remediation": list, "matches": list, "explanation": str}
-    for key, kind in expected.items():
-        if key in doc and not isinstance(doc[key], kind):
-            raise InputError(path, key, f"unexpected type {type(doc[key]).__name__}", hint)
-    if not all(isinstance(m, dict) for m in doc.get("matches", [])):
-        raise InputError(path, "matches", "each match must be an object", hint)
-
-
 def load_alert(
     verdict_path: str | Path, analysis_path: str | Path | None = None, environ: Mapping[str, str] | None = None
 ) -> Alert:
     """Read verdict.json (and analysis.json) and the GitLab predefined variables."""
     env = os.environ if environ is None else environ
-    doc = files.read_json(verdict_path, what="verdict file")
-    if not isinstance(doc, dict) or doc.get("schema") != VERDICT_SCHEMA:
-        raise InputError(verdict_path, "schema", f"not a {VERDICT_SCHEMA} document", "pass the verdict.json")
-    schemas.validate(VERDICT_SCHEMA, doc, path=str(verdict_path))
-    verdict = Verdict.from_dict(doc)
+    verdict = read_verdict(verdict_path)
     analysis = None
     if analysis_path is not None:
-        analysis = files.read_json(analysis_path, what="analysis file")
-        _check_analysis(analysis, analysis_path)
+        analysis = read_analysis(analysis_path).to_dict()
     # The verdict's own context wins (it was taken when the pipeline ran); the environment fills gaps.
     live = PipelineContext.from_env(env).to_dict()
     ctx = PipelineContext.from_dict({**live, **{k: v for k, v in verdict.context.items() if v is not None}})

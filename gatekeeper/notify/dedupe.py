@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files
-from gatekeeper.errors import InputError
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
 
 __all__ = ["STATE_SCHEMA", "Decision", "decide", "load_state", "record", "save_state"]
 
@@ -41,13 +41,13 @@ def _parse(ts: object) -> dt.datetime | None:
 
 def decide(state: dict[str, Any], key: str, *, failing: bool, now: dt.datetime, repeat_after_s: float) -> Decision:
     """What to do for this run, given the stored state (not modified here)."""
-    job = state.get("jobs", {}).get(key)
-    job = job if isinstance(job, dict) else None
-    was_failing = bool(job and job.get("failing"))
+    raw = state.get("jobs", {}).get(key)
+    job: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    was_failing = bool(job.get("failing"))
     if failing and not was_failing:
         return Decision(True, "started", "the job started failing")
     if failing:
-        last = _parse(job.get("last_alert")) if job else None
+        last = _parse(job.get("last_alert"))
         if last is None or (now - last).total_seconds() >= repeat_after_s:
             return Decision(
                 True, "repeat", f"still failing since {job.get('since')}; repeat after {repeat_after_s:g} s"

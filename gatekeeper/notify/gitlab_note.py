@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gatekeeper.escape import md_code_block, md_code_span, md_link, md_text, terminal
-from gatekeeper.gitlab import RETRY_STATUSES, GitLabClient, GitLabError
+from gatekeeper.core.escape import md_code_block, md_code_span, md_link, md_text, terminal
+from gatekeeper.core.gitlab_api import RETRY_STATUSES, GitLabClient, GitLabError
+from gatekeeper.evaluate.outputs import to_markdown
 from gatekeeper.notify.alert import Alert
-from gatekeeper.render import to_markdown
 
 __all__ = ["MARKER", "STATUS_NAME", "commit_status", "note_body", "pipeline_marker", "publish"]
 
@@ -37,8 +37,9 @@ def note_body(alert: Alert) -> str:
 
 def _analysis_md(a: Mapping[str, Any]) -> str:
     known = f"known issue {md_code_span(a['known_issue'])}" if a.get("known_issue") else "no known issue matched"
+    category = md_code_span(str(a.get("category")))
     lines = [
-        f"### Failure analysis: {md_code_span(a.get('category'))} ({known}, confidence {a.get('confidence', 0):.2f})",
+        f"### Failure analysis: {category} ({known}, confidence {a.get('confidence', 0):.2f})",
         "",
         md_text(str(a.get("explanation", ""))),
         "",

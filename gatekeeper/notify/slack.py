@@ -26,7 +26,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
 
-from gatekeeper.redact import redact
+from gatekeeper.core.redact import redact
 
 __all__ = ["SlackSendError", "SlackTarget", "retry_handlers", "send"]
 

@@ -11,9 +11,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gatekeeper.escape import slack_code, slack_code_block, slack_link, slack_text, terminal
+from gatekeeper.contract.verdict import GateResult, Outcome
+from gatekeeper.core.escape import slack_code, slack_code_block, slack_link, slack_text, terminal
 from gatekeeper.notify.alert import Alert
-from gatekeeper.verdict import GateResult, Outcome
 
 __all__ = ["HEADER_MAX", "MAX_BLOCKS", "SECTION_MAX", "build_message"]
 

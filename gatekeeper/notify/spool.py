@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files
-from gatekeeper.redact import redact
+from gatekeeper.core import files
+from gatekeeper.core.redact import redact
 
 __all__ = [
     "SPOOL_SCHEMA",

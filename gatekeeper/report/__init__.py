@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gatekeeper import files
-from gatekeeper.errors import InputError
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
 
 __all__ = ["FORMATS", "write_report"]
 

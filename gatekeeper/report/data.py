@@ -9,28 +9,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import files, schemas
-from gatekeeper.artifacts import Environment, StageReport, read_artifacts
-from gatekeeper.baseline import BaselineStore, RunInfo, comparability, open_store
-from gatekeeper.errors import InputError
-from gatekeeper.verdict import VERDICT_SCHEMA, Verdict
-from stages import STAGES
+from gatekeeper.contract.analysis import Analysis, read_analysis
+from gatekeeper.contract.soak_series import SERIES_FILE, read_series
+from gatekeeper.contract.stage_names import STAGE_NAMES
+from gatekeeper.contract.stage_report import Environment, StageReport, read_artifacts
+from gatekeeper.contract.verdict import Verdict, read_verdict
+from gatekeeper.history import BaselineStore, RunInfo, comparability, open_store
 
 __all__ = [
     "CategoryRow",
-    "Diagnosis",
-    "Match",
     "ReportData",
     "Run",
     "category_rows",
     "collect",
     "history_points",
-    "read_analysis",
-    "read_verdict",
 ]
 
 # Stages whose history is kept for trends, in pipeline order (the stage registry imports no stage).
-TREND_STAGES = tuple(STAGES)
+TREND_STAGES = STAGE_NAMES
 
 
 @dataclass(frozen=True)
@@ -46,25 +42,6 @@ class Run:
         when = (self.info.recorded_at or self.report.started_at or "")[5:10]  # MM-DD: the year is in the table
         who = f"#{self.info.pipeline_id}" if self.info.pipeline_id else (self.info.commit or "")[:7]
         return "this run" if self.current else " ".join(x for x in (when, who) if x) or "?"
-
-
-@dataclass(frozen=True)
-class Match:
-    line: int | None
-    text: str
-    rule: str
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """One entry of analysis.json (written by ``gatekeeper analyze --format json``)."""
-
-    category: str
-    known_issue: str | None
-    explanation: str
-    matches: tuple[Match, ...] = ()
-    remediation: tuple[str, ...] = ()
-    source: str = ""  # the log file it came from, when the analyzer said
 
 
 @dataclass(frozen=True)
@@ -85,63 +62,14 @@ class ReportData:
     baselines: Mapping[str, StageReport] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what is missing, and why, in plain words
     history: Mapping[str, tuple[Run, ...]] = field(default_factory=dict)  # stage -> oldest..newest incl. this run
-    diagnoses: tuple[Diagnosis, ...] = ()
+    diagnoses: tuple[Analysis, ...] = ()
+    soak_series: tuple[Mapping[str, Any], ...] = ()  # performance_baseline's soak windows, when it soaked
 
     @property
     def channel(self) -> str:
         if self.verdict is not None:
             return self.verdict.channel
         return self.environment.channel if self.environment else "stable"
-
-
-def read_verdict(path: Path) -> Verdict:
-    doc = files.read_json(path, what="verdict")
-    if not isinstance(doc, dict):
-        raise InputError(path, "", "a verdict must be a JSON object", "rerun gatekeeper evaluate")
-    schema = doc.get("schema")
-    if isinstance(schema, str) and schema.startswith("gatekeeper.verdict/") and schema != VERDICT_SCHEMA:
-        raise InputError(path, "schema", f"written by a newer gatekeeper ({schema})", "upgrade gatekeeper")
-    schemas.validate(VERDICT_SCHEMA, doc, path=str(path))
-    return Verdict.from_dict(doc)
-
-
-def read_analysis(path: Path) -> tuple[Diagnosis, ...]:
-    """analysis.json: one diagnosis object, a list of them, or {"analyses": [...]}; absent fields tolerated."""
-    doc = files.read_json(path, what="failure analysis")
-    items = doc.get("analyses", doc.get("results", [doc])) if isinstance(doc, dict) else doc
-    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise InputError(path, "", "expected a diagnosis object or a list of them", "rerun gatekeeper analyze")
-    out = []
-    for item in items:
-        matches = tuple(
-            Match(_int(m.get("line")), str(m.get("text", "")), str(m.get("rule", "")))
-            for m in item.get("matches") or ()
-            if isinstance(m, dict)
-        )
-        remediation = item.get("remediation") or ()
-        out.append(
-            Diagnosis(
-                category=str(item.get("category") or "unknown"),
-                known_issue=_str_or_none(item.get("known_issue")),
-                explanation=str(item.get("explanation") or ""),
-                matches=matches,
-                remediation=tuple(str(r) for r in ([remediation] if isinstance(remediation, str) else remediation)),
-                source=str(item.get("log") or item.get("source") or item.get("file") or ""),
-            )
-        )
-    return tuple(out)
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str_or_none(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, dict):  # a known-issue record: show its id
-        return str(value.get("id") or value.get("title") or value)
-    return str(value)
 
 
 def category_rows(report: StageReport | None) -> tuple[CategoryRow, ...]:
@@ -192,7 +120,7 @@ def collect(
         notes.append(f"no stage artifacts (<stage>.json) in {artifacts}")
     environment = _environment(verdict, reports)
     analysis_path = artifacts / "analysis.json"
-    diagnoses = read_analysis(analysis_path) if analysis_path.is_file() else ()
+    diagnoses = (read_analysis(analysis_path),) if analysis_path.is_file() else ()
     if baseline_store is None and baseline:
         baseline_store = open_store(baseline)
     if history_store is None and history:
@@ -208,7 +136,8 @@ def collect(
                     baselines[stage] = earlier[-1].report
     elif history_store is None:
         notes.append("no --history store given: no trends over earlier runs")
-    return ReportData(artifacts, verdict, reports, environment, baselines, tuple(notes), runs, diagnoses)
+    soak = tuple(read_series(artifacts / SERIES_FILE))  # kept even when a killed soak wrote no stage report
+    return ReportData(artifacts, verdict, reports, environment, baselines, tuple(notes), runs, diagnoses, soak)
 
 
 def _environment(verdict: Verdict | None, reports: Mapping[str, StageReport]) -> Environment | None:
@@ -266,7 +195,7 @@ def _same_run(report: StageReport, current: StageReport | None) -> bool:
 
 def history_points(runs: Sequence[Run], metric: str) -> list[tuple[str, float]]:
     """(label, value) of ``metric`` over ``runs``, skipping runs that did not measure it."""
-    from gatekeeper.metrics import resolve
+    from gatekeeper.evaluate.metrics import resolve
 
     out = []
     for run in runs:
@@ -274,3 +203,7 @@ def history_points(runs: Sequence[Run], metric: str) -> list[tuple[str, float]]:
         if got.ok and got.value is not None:
             out.append((run.label, got.value))
     return out
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from html import escape
 
+from gatekeeper.contract.analysis import Analysis
+from gatekeeper.evaluate.point_gates import split_results
 from gatekeeper.report import tables
-from gatekeeper.report.data import Diagnosis, ReportData
+from gatekeeper.report.data import ReportData
 from gatekeeper.report.plots import Plot, matplotlib_missing, report_plots
 
 __all__ = ["render_html"]
@@ -55,7 +57,7 @@ def _table(t: tables.Table, *, caption: str = "") -> str:
     return "".join(out)
 
 
-def _diagnosis(d: Diagnosis) -> str:
+def _diagnosis(d: Analysis) -> str:
     known = f" — known issue <strong>{escape(d.known_issue)}</strong>" if d.known_issue else " — not a known issue"
     parts = [f'<div class="diag"><h3>{escape(d.category)}{known}</h3>']
     if d.source:
@@ -112,7 +114,10 @@ def render_html(data: ReportData, plots: list[Plot] | None = None) -> str:
     if notes:
         body.append('<div class="notes"><ul>' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul></div>")
     if data.verdict is not None:
-        body += ["<h2>Gates</h2>", _table(tables.gate_table(data.verdict.gates))]
+        plain, points = split_results(data.verdict.gates)
+        body += ["<h2>Gates</h2>", _table(tables.gate_table(plain))] if plain or not points else ["<h2>Gates</h2>"]
+        for caption, sweep in tables.sweep_tables(points):  # gates on metric[*]: one row per point
+            body += [f"<h3>{escape(caption)}</h3>", _table(sweep)]
         if data.verdict.waived_checks:
             rows = tables.Table(
                 ("check", "waiver", "owner", "expires"),

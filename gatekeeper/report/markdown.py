@@ -7,7 +7,7 @@ table, the trend over earlier runs, the stages and the environment.
 
 from __future__ import annotations
 
-from gatekeeper.render import to_markdown as verdict_markdown
+from gatekeeper.evaluate.outputs import to_markdown as verdict_markdown
 from gatekeeper.report import tables
 from gatekeeper.report.data import ReportData, history_points
 from gatekeeper.report.plots import TREND_METRICS

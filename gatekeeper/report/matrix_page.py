@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 from html import escape
+from pathlib import Path
 
-from gatekeeper.matrix import Cell, Column, Matrix, Row, releases_shown
-from gatekeeper.releases import Lifecycle
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
+from gatekeeper.history import BaselineStore, open_store
+from gatekeeper.release.matrix import Cell, Column, Matrix, Row, build_matrix, releases_shown
+from gatekeeper.release.releases import Lifecycle, MatrixFile, load_matrix_file
 
 __all__ = ["to_csv", "to_html", "to_markdown"]
 
@@ -188,3 +193,25 @@ def to_csv(m: Matrix) -> str:
             )
         )
     return buf.getvalue()
+
+
+def write_matrix(
+    *,
+    history: str | None,
+    matrix_file: Path | None,
+    out: Path,
+    limit: int = 1000,
+    today: dt.date | None = None,
+    store: BaselineStore | None = None,
+) -> list[Path]:
+    """matrix.md, matrix.html and matrix.csv in ``out``; all rendered before any is written."""
+    if limit < 1:
+        raise InputError(None, "--limit", f"must be at least 1 (got {limit})", "e.g. --limit 1000")
+    if matrix_file is None and Path("matrix.yaml").is_file():
+        matrix_file = Path("matrix.yaml")
+    spec = load_matrix_file(matrix_file) if matrix_file is not None else MatrixFile()
+    if store is None and history:
+        store = open_store(history)
+    matrix = build_matrix(store, spec, today=today or dt.datetime.now(dt.timezone.utc).date(), limit=limit)
+    rendered = {"matrix.md": to_markdown(matrix), "matrix.html": to_html(matrix), "matrix.csv": to_csv(matrix)}
+    return [files.atomic_write(Path(out) / name, text) for name, text in rendered.items()]

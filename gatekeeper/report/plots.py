@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.artifacts import Metric
+from gatekeeper.contract.stage_report import Metric
 
 __all__ = ["Plot", "latency_plot", "matplotlib_missing", "precision_plot", "report_plots", "trend_plot"]
 
@@ -205,7 +205,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 def report_plots(data: Any) -> list[Plot]:
     """Every plot the data supports (``data``: a ReportData), in reading order."""
-    from gatekeeper.metrics import resolve
+    from gatekeeper.evaluate.metrics import resolve
     from gatekeeper.report.data import history_points
 
     plots: list[Plot] = []
@@ -222,6 +222,11 @@ def report_plots(data: Any) -> list[Plot]:
                     for label in ("P50", "P99")
                 }
         plots.append(latency_plot(latency, base, marks, unit=latency.unit or "ms"))
+    if perf is not None or data.soak_series:
+        from gatekeeper.report.perf_plots import soak_plot, sweep_plot
+
+        extra = [sweep_plot(perf) if perf is not None else None, soak_plot(data.soak_series, perf)]
+        plots += [p for p in extra if p is not None]
     functional = data.reports.get("functional_test")
     if functional is not None:
         errors = {

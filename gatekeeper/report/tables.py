@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gatekeeper.artifacts import Environment, StageReport
+from gatekeeper.contract.stage_report import Environment, StageReport
+from gatekeeper.contract.verdict import GateResult, Outcome
+from gatekeeper.evaluate import point_gates
 from gatekeeper.report.data import ReportData, category_rows
-from gatekeeper.verdict import GateResult, Outcome
 
 __all__ = [
     "HEADLINE",
@@ -18,6 +19,7 @@ __all__ = [
     "gate_table",
     "number",
     "stage_table",
+    "sweep_tables",
 ]
 
 HEADLINE = {"pass": "PASSED", "warn": "PASSED WITH WARNINGS", "blocked": "BLOCKED"}  # not a password  # nosec B105
@@ -81,6 +83,28 @@ def gate_table(gates: Sequence[GateResult]) -> Table:
         classes.append("blocking" if g.blocking else g.outcome.value)
     header = ("gate", "outcome", "value", "rule", "baseline", "change", "reason")
     return Table(header, tuple(rows), tuple(classes))
+
+
+def sweep_tables(points: Sequence[GateResult]) -> list[tuple[str, Table]]:
+    """(caption, table) of the results of ``metric[*]`` gates, one per sweep: a row per point, a column per gate."""
+    out = []
+    for t in point_gates.sweep_tables(points):
+        rows, classes = [], []
+        for point, results in t.rows:
+            cells = [point[k] for k in t.keys]
+            for gate in t.gates:
+                r = results.get(gate)
+                if r is None:
+                    cells.append("—")
+                    continue
+                change = f" ({_change(r.change)})" if r.change is not None else ""
+                cells.append(f"{OUTCOME_LABEL[r.outcome]} {number(r.value, r.unit)}{change}")
+            worst = min(results.values(), key=_order)
+            rows.append(tuple(cells))
+            classes.append("blocking" if worst.blocking else worst.outcome.value)
+        caption = f"Sweep over {', '.join(t.keys)} ({len(rows)} points, each judged on its own)"
+        out.append((caption, Table((*t.keys, *t.gates), tuple(rows), tuple(classes))))
+    return out
 
 
 def category_table(data: ReportData) -> Table | None:

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import proc
-from gatekeeper.errors import InputError
-from stages.compat.rank import COLLECTIVES, WATCHDOG_EXIT
+from gatekeeper.core import proc
+from gatekeeper.core.errors import InputError
+from stages.compat.bandwidth import BandwidthPoint, interpret
+from stages.compat.rank import BANDWIDTH_OPS, COLLECTIVES, WATCHDOG_EXIT
 
 __all__ = ["COLLECTIVES", "CollectiveResult", "CollectivesRun", "parse_plant", "run_collectives"]
 
@@ -47,6 +48,8 @@ class CollectivesRun:
     processes_left: int
     rank_exits: tuple[str, ...]
     rank_stderr: tuple[str, ...] = ()  # the last lines each rank printed, for the log when something failed
+    bandwidth: tuple[BandwidthPoint, ...] = ()
+    bandwidth_problem: str = ""  # why the bandwidth measurement stopped ('' when it finished or was not asked)
 
     @property
     def deadlocks(self) -> int:
@@ -82,7 +85,7 @@ def _rank_env() -> dict[str, str]:
     root = str(Path(__file__).resolve().parents[2])  # so `-m stages.compat.rank` imports this checkout
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # single host: never pick a routable interface
-    # DETAIL wraps the process group so a mismatched collective fails within milliseconds (MEASURED.md).
+    # DETAIL wraps the process group so a mismatched collective fails within milliseconds (docs/measured.md).
     env.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
     return env
 
@@ -95,13 +98,22 @@ def run_collectives(
     timeout: float,
     workdir: Path,
     plant: str = "",
+    bandwidth_mb: tuple[int, ...] = (),
+    bandwidth_iters: int = 5,
 ) -> CollectivesRun:
-    """Run every collective on ``world_size`` ranks; never returns with a rank process alive."""
+    """Run every collective on ``world_size`` ranks, then time the bandwidth collectives at
+    ``bandwidth_mb`` (MiB); never returns with a rank process alive."""
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     for attempt in range(2):
         events, exits = _launch(
-            world_size=world_size, backend=backend, max_mb=max_mb, timeout=timeout, workdir=workdir, plant=plant
+            world_size=world_size,
+            backend=backend,
+            max_mb=max_mb,
+            timeout=timeout,
+            workdir=workdir,
+            plant=plant,
+            bandwidth=(bandwidth_mb, bandwidth_iters),
         )
         # The free port can be taken between our probe and rank 0's bind: that alone earns one retry.
         if attempt == 0 and any("address already in use" in e.get("message", "").lower() for ev in events for e in ev):
@@ -112,15 +124,25 @@ def run_collectives(
     described = tuple(_describe_exit(r, e) for r, e in enumerate(exits))
     logs = tuple(_stderr_tail(e) for e in exits)
     results = _interpret(events, exits, timeout)
-    return CollectivesRun(backend, world_size, tuple(results), elapsed, left, described, logs)
+    points, problem = interpret(events, world_size) if bandwidth_mb else ([], "")
+    return CollectivesRun(backend, world_size, tuple(results), elapsed, left, described, logs, tuple(points), problem)
 
 
 def _launch(
-    *, world_size: int, backend: str, max_mb: float, timeout: float, workdir: Path, plant: str
+    *,
+    world_size: int,
+    backend: str,
+    max_mb: float,
+    timeout: float,
+    workdir: Path,
+    plant: str,
+    bandwidth: tuple[tuple[int, ...], int],
 ) -> tuple[list[list[dict[str, Any]]], list[proc.ProcResult | None]]:
     port = free_port()
     grace = max(2.0, min(10.0, timeout / 2))
-    backstop = _STARTUP_ALLOWANCE_S + (len(COLLECTIVES) + 2) * (timeout + grace)
+    sizes, iters = bandwidth
+    steps = len(COLLECTIVES) + 3 + len(BANDWIDTH_OPS) * len(sizes)  # each bounded by the rank's watchdog
+    backstop = _STARTUP_ALLOWANCE_S + steps * (timeout + grace)
     env = _rank_env()
     paths = [workdir / f"rank{r}.events.jsonl" for r in range(world_size)]
     for p in paths:
@@ -131,6 +153,7 @@ def _launch(
         argv = [sys.executable, "-m", "stages.compat.rank", "--rank", str(rank), "--world-size", str(world_size)]
         argv += ["--port", str(port), "--backend", backend, "--timeout", str(timeout), "--max-mb", str(max_mb)]
         argv += ["--events", str(paths[rank]), "--plant", plant]
+        argv += ["--bandwidth-mb", ",".join(map(str, sizes)), "--bandwidth-iters", str(iters)]
         exits[rank] = proc.run(argv, timeout=backstop, env=env)
 
     # One thread per rank only to wait on proc.run side by side; each rank is its own process group.

@@ -2,7 +2,7 @@
 first compiled call, and say whether the kernel cache made it warm.
 
 Runs in an isolated worker whose environment points TORCHINDUCTOR_CACHE_DIR and
-TRITON_CACHE_DIR into the kernel cache (``gatekeeper.kernel_cache.cache_env``),
+TRITON_CACHE_DIR into the kernel cache (``gatekeeper.kernel_cache.key.cache_env``),
 so a second run on a runner that keeps the cache starts warm.
 """
 

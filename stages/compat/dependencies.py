@@ -10,8 +10,8 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 
-from gatekeeper import proc
-from gatekeeper.errors import InputError
+from gatekeeper.core import proc
+from gatekeeper.core.errors import InputError
 
 __all__ = [
     "NIGHTLY_EXCLUDED",

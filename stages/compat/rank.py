@@ -1,9 +1,9 @@
 """One rank of the collectives check, started by ``stages.compat.collectives``.
 
-It runs each collective in turn and appends what happens to an events file
-(JSON lines, flushed per line), so the coordinator can say which collective hung
-and which rank never joined even when this process has to be killed. Before each
-collective a gloo ``monitored_barrier`` (which names the ranks that failed to
+It runs each collective in turn (then, when asked, times the bandwidth collectives)
+and appends what happens to an events file (JSON lines, flushed per line), so the
+coordinator can say which collective hung and which rank never joined even when
+this process has to be killed. Before each collective a gloo ``monitored_barrier`` (which names the ranks that failed to
 arrive) checks that every rank joined; a watchdog thread ends the process when a
 step outlives the timeout, because a rank stuck in NCCL/RCCL (or one that never
 joins, like the planted self-test rank) would otherwise wait forever.
@@ -22,10 +22,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COLLECTIVES", "WATCHDOG_EXIT", "main"]
+__all__ = ["BANDWIDTH_OPS", "COLLECTIVES", "WATCHDOG_EXIT", "main"]
 
 # Run in this order; the stage records one check per name.
 COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "barrier")
+# Timed after the checks when --bandwidth-mb names sizes (stages.compat.bandwidth reads the events).
+BANDWIDTH_OPS = ("all_reduce", "all_gather", "reduce_scatter")
 WATCHDOG_EXIT = 86
 # Values stay below 2**24 so float32 sums over ranks are exact and results can be compared bitwise.
 _RANK_STRIDE = 1024.0
@@ -124,6 +126,48 @@ def _run_collective(name: str, n: int, rank: int, world: int, device: str) -> st
     return ""
 
 
+def _time_collective(op: str, size: int, world: int, device: str, *, iters: int, group: Any) -> list[float]:
+    """Seconds per iteration of ``op`` on ``size`` bytes as nccl-tests counts them (all_reduce: the
+    buffer; all_gather and reduce_scatter: the whole array, ``world`` parts), after one warm-up call."""
+    import torch
+    import torch.distributed as dist
+
+    n = size // 4
+    part = max(1, n // world)
+    if op == "all_reduce":
+        buf = torch.ones(n, device=device)
+
+        def call() -> None:
+            dist.all_reduce(buf, group=group)
+    elif op == "all_gather":
+        mine, outs = torch.ones(part, device=device), [torch.empty(part, device=device) for _ in range(world)]
+
+        def call() -> None:
+            dist.all_gather(outs, mine, group=group)
+    elif op == "reduce_scatter":
+        chunks, out = [torch.ones(part, device=device) for _ in range(world)], torch.empty(part, device=device)
+
+        def call() -> None:
+            dist.reduce_scatter(out, chunks, group=group)
+    else:
+        raise ValueError(f"no bandwidth test for {op}")
+
+    def sync() -> None:
+        if device != "cpu":
+            torch.cuda.synchronize()
+
+    call()
+    sync()
+    dist.barrier(group=group)  # every rank starts the timed loop together
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        call()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 def _unsupported(err: BaseException) -> bool:
     text = str(err).lower()
     return any(s in text for s in ("not supported", "does not support", "not implemented", "unsupported"))
@@ -202,6 +246,33 @@ def run_rank(args: argparse.Namespace) -> int:
         watchdog.disarm()
         status = "fail" if problems else "pass"
         events.emit(status, name, message="; ".join(problems), timings=timings, seconds=time.monotonic() - start)
+    sizes_mb = [int(x) for x in args.bandwidth_mb.split(",") if x.strip()]
+    group = None
+    if sizes_mb:
+        # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the group in a fingerprint check per call (a gloo round
+        # trip: 1 MiB all_reduce 10 ms instead of 3 ms here); the timings get a plain group of their own.
+        watchdog.arm("bandwidth setup", args.timeout + grace)
+        try:
+            dist.set_debug_level(dist.DebugLevel.OFF)
+            group = dist.new_group(backend=args.backend, timeout=timeout)
+        except Exception as err:
+            events.emit("error", "bandwidth setup", message=f"{type(err).__name__}: {err}", timeout=_timed_out(err))
+            os._exit(1)
+        watchdog.disarm()
+    for op in BANDWIDTH_OPS if sizes_mb else ():
+        for size_mb in sizes_mb:
+            step = f"bandwidth {op} {size_mb} MiB"
+            watchdog.arm(step, args.timeout + grace)
+            try:
+                seconds = _time_collective(
+                    op, size_mb << 20, args.world_size, device, iters=args.bandwidth_iters, group=group
+                )
+            except Exception as err:
+                tb = traceback.format_exc(limit=4)
+                events.emit("error", step, message=f"{type(err).__name__}: {err}\n{tb}", timeout=_timed_out(err))
+                os._exit(1)
+            watchdog.disarm()
+            events.emit("bandwidth", step, op=op, size_mb=size_mb, seconds=seconds)
     watchdog.arm("destroy_process_group", args.timeout + grace)
     dist.destroy_process_group()
     events.emit("done")
@@ -218,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-mb", type=float, required=True)
     p.add_argument("--events", required=True)
     p.add_argument("--collectives", default=",".join(COLLECTIVES))
+    p.add_argument("--bandwidth-mb", default="", help="comma list of sizes (MiB) to time after the checks")
+    p.add_argument("--bandwidth-iters", type=int, default=5)
     p.add_argument("--plant", default="", help="RANK:COLLECTIVE: that rank never joins that collective (self-test)")
     return p
 

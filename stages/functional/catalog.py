@@ -34,6 +34,7 @@ MIN_CASES: dict[str, int] = {
     "matrix": 18,
     "custom_backward": 14,
     "distributed": 10,
+    "attention": 12,  # stages.functional.attention: one SDPA backend forced per case
 }
 CATEGORIES = tuple(MIN_CASES)
 ALL_DTYPES = ("float32", "float16", "bfloat16")

@@ -114,7 +114,7 @@ def _reduce(dist: Any, rank: int, world: int, dev: Any, seed: int) -> None:
 
 def _barrier(dist: Any, rank: int, world: int, dev: Any, seed: int) -> None:
     if dist.get_backend() == "gloo":
-        # names the missing rank instead of waiting silently (MEASURED.md: gloo traps)
+        # names the missing rank instead of waiting silently (docs/measured.md, gloo traps)
         dist.monitored_barrier(timeout=dt.timedelta(seconds=30))
     else:
         dist.barrier()

@@ -2,8 +2,8 @@
 (gloo on the CPU; nccl/RCCL when there are two GPUs), under a wall-clock timeout.
 
 gloo gives the rank that skips a collective no error, and the waiting rank
-raises only after the process-group timeout (MEASURED.md), so the parent never
-waits on the ranks: ``gatekeeper.proc.run`` kills the pair after the wall-clock
+raises only after the process-group timeout (docs/measured.md), so the parent never
+waits on the ranks: ``gatekeeper.core.proc.run`` kills the pair after the wall-clock
 limit, the case that was in flight is failed with the timeout, and the cases
 after it run in a fresh pair.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import proc
+from gatekeeper.core import proc
 
 __all__ = ["DistResult", "backend_for", "case_names", "run_distributed"]
 

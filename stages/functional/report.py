@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.files import atomic_write
+from gatekeeper.core.files import atomic_write
 
 __all__ = ["Tally", "percentile", "write_markdown"]
 
@@ -143,6 +143,18 @@ def write_markdown(path: Path, summary: dict[str, Any], device: str) -> Path:
         for dtype, p in prec.items():
             lines.append(f"| {dtype} | {p['samples']} | {_fmt(p['max'])} | {_fmt(p['mean'])} | {_fmt(p['p99'])} |")
         lines.append("")
+    att = summary.get("attention")
+    if att:
+        lines += [
+            "## Attention (SDPA, one backend forced per case)",
+            "",
+            "| backend | passed | failed | skipped | long-sequence tokens |",
+            "| --- | ---: | ---: | ---: | --- |",
+        ]
+        for backend, c in att["backends"].items():
+            tokens = ", ".join(str(t) for t in att["long_sequence_tokens"].get(backend, []))
+            lines.append(f"| {backend} | {c['passed']} | {c['failed']} | {c['skipped']} | {tokens} |")
+        lines.append("")
     for key, title in (
         ("distributed", "Distributed"),
         ("traced", "Model-traced ops"),
@@ -151,6 +163,8 @@ def write_markdown(path: Path, summary: dict[str, Any], device: str) -> Path:
         ("sparse", "Sparse tensors"),
         ("user_cases", "User cases"),
         ("opinfo", "OpInfo sweep"),
+        ("golden", "Cross-stack parity (vs a golden)"),
+        ("golden_save", "Golden saved"),
     ):
         part = summary.get(key)
         if not part:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from stages.isolate import Outcome, Worker
+from stages.isolate import IsolatedOutcome, Worker
 
 __all__ = ["CaseRunner", "run_case", "warm"]
 
@@ -152,7 +152,7 @@ class CaseRunner:
             self._cold.add(id(worker))
             return worker
 
-    def call(self, target: str, *args: Any, timeout: float | None = None) -> Outcome:
+    def call(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> IsolatedOutcome:
         worker = self._take()
         try:
             if id(worker) in self._cold:
@@ -160,7 +160,7 @@ class CaseRunner:
                 if not warmed.ok:
                     return warmed
                 self._cold.discard(id(worker))
-            outcome = worker.call(target, *args, timeout=timeout or self.timeout)
+            outcome = worker.call(target, *args, timeout=timeout or self.timeout, **kwargs)
             if outcome.kind in ("crashed", "timeout"):
                 self.restarts += 1
                 self._cold.add(id(worker))  # restarted on its next call: warm it first
@@ -174,12 +174,12 @@ class CaseRunner:
         target: str,
         items: Sequence[tuple[Any, ...]],
         *,
-        on_done: Callable[[int, Outcome], None] | None = None,
+        on_done: Callable[[int, IsolatedOutcome], None] | None = None,
         timeout: float | None = None,
         deadline: float | None = None,
-    ) -> list[Outcome | None]:
+    ) -> list[IsolatedOutcome | None]:
         """Call ``target(*item)`` for each item; results in item order (None: not started before ``deadline``)."""
-        results: list[Outcome | None] = [None] * len(items)
+        results: list[IsolatedOutcome | None] = [None] * len(items)
 
         def one(i: int) -> None:
             if deadline is not None and time.monotonic() >= deadline:

@@ -12,10 +12,20 @@ from typing import Any
 
 from stages.functional.report import Tally
 from stages.functional.runner import CaseRunner
-from stages.isolate import Outcome, Worker
+from stages.isolate import IsolatedOutcome, Worker
 from stages.progress import Progress
 
-__all__ = ["Plan", "catalog", "checkpoints", "distributed", "opinfo", "sparse", "traced", "user_cases"]
+__all__ = [
+    "Plan",
+    "attention",
+    "catalog",
+    "checkpoints",
+    "distributed",
+    "opinfo",
+    "sparse",
+    "traced",
+    "user_cases",
+]
 
 
 @dataclass(frozen=True)
@@ -35,7 +45,7 @@ class Plan:
         return self.device.torch_device
 
 
-def _record_value(rec: Any, name: str, outcome: Outcome, group: str | None = None) -> Any:
+def _record_value(rec: Any, name: str, outcome: IsolatedOutcome, group: str | None = None) -> Any:
     """Record a worker call that returns {"status", "message", ...}; crashes and timeouts are failures."""
     if outcome.kind == "ok" and isinstance(outcome.value, dict) and "status" in outcome.value:
         v = outcome.value
@@ -58,7 +68,7 @@ def catalog(rec: Any, runner: CaseRunner, plan: Plan, tally: Tally) -> None:
     done = [0]
     lock = threading.Lock()  # workers finish on their own threads
 
-    def tick(i: int, _: Outcome) -> None:
+    def tick(i: int, _: IsolatedOutcome) -> None:
         with lock:
             done[0] += 1
             progress.update(done[0], cases[i].name)
@@ -74,6 +84,36 @@ def catalog(rec: Any, runner: CaseRunner, plan: Plan, tally: Tally) -> None:
             details["seeds"] = len(plan.seeds)
         check = _record_value(rec, case.name, outcome)  # type: ignore[arg-type]
         tally.add(case.category, case.name, case.op, check.status, errors)
+
+
+def attention(rec: Any, runner: CaseRunner, plan: Plan, tally: Tally) -> dict[str, Any]:
+    """SDPA with one backend forced per case; the tally counts them as the ``attention`` category."""
+    from stages.functional.attention import cases, long_lengths
+
+    todo = cases()
+    progress = Progress("attention", len(todo), stream=rec.stream)
+    done = [0]
+    lock = threading.Lock()
+
+    def tick(i: int, _: IsolatedOutcome) -> None:
+        with lock:
+            done[0] += 1
+            progress.update(done[0], todo[i].name)
+
+    items = [(c.name, plan.dev, plan.dtypes, plan.seed) for c in todo]
+    outcomes = runner.map("stages.functional.attention:run_attention_case", items, on_done=tick)
+    backends: dict[str, dict[str, int]] = {}
+    for case, outcome in zip(todo, outcomes, strict=True):
+        if outcome is not None and outcome.kind == "ok":
+            details = outcome.value["details"]
+            details["max_rel_error"] = {d: max(e) for d, e in details.pop("errors").items()}
+        check = _record_value(rec, case.name, outcome)  # type: ignore[arg-type]
+        # the errors stay in the check details: the catalog's per-dtype precision metrics keep their meaning
+        tally.add("attention", case.name, f"{case.op}[{case.backend}]", check.status)
+        counts = backends.setdefault(case.backend, {"passed": 0, "failed": 0, "skipped": 0})
+        counts[{"error": "failed"}.get(check.status, check.status)] += 1
+    lengths = {b: list(long_lengths(plan.device.torch_device.split(":")[0], b)) for b in backends}
+    return {"backends": backends, "long_sequence_tokens": lengths}
 
 
 def distributed(rec: Any, plan: Plan, tally: Tally) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.errors import InputError
+from gatekeeper.core.errors import InputError
 
 __all__ = ["discover", "run_user_case"]
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from gatekeeper.stats import theil_sen_slope
+from gatekeeper.contract.soak_series import SERIES_FILE, read_series
+from gatekeeper.stats.compare import theil_sen_slope
 
-__all__ = ["decay", "growth_mb_per_hour", "read_series"]
+__all__ = ["SERIES_FILE", "decay", "growth_mb_per_hour", "read_series"]
 
 _MAX_POINTS = 600  # Theil-Sen is O(n^2) in pairs; thinning evenly keeps it well under a second
 
@@ -43,19 +41,3 @@ def decay(values: Sequence[float], fraction: float = 0.1) -> float | None:
     n = max(1, int(len(clean) * fraction))
     first, last = statistics.median(clean[:n]), statistics.median(clean[-n:])
     return 1.0 - last / first if first else None
-
-
-def read_series(path: str | Path) -> list[dict[str, Any]]:
-    """The complete JSON lines of a soak series; a torn or garbled line (killed writer) is skipped."""
-    out = []
-    p = Path(path)
-    if not p.exists():
-        return out
-    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out

@@ -6,7 +6,7 @@ import re
 import shutil
 from typing import Any
 
-from gatekeeper import proc
+from gatekeeper.core import proc
 
 __all__ = ["parse_nvidia_smi", "parse_rocm_smi_json", "read_clocks"]
 

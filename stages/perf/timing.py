@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from stages.perf import variant
+
 __all__ = ["RESULT_PREFIX", "converged", "measure", "soak"]
 
 RESULT_PREFIX = "GATEKEEPER_PERF_RESULT "
@@ -44,6 +46,7 @@ def _setup(cfg: dict[str, Any]) -> tuple[Callable[[], float], Callable[[], float
     loaded = load_model(cfg.get("model"), seed=cfg.get("seed", 0))
     module = loaded.module.to(device)
     x = loaded.example_input(cfg["batch_size"], parse_shape(cfg.get("input_shape")), cfg.get("seed", 0)).to(device)
+    module, x = variant.apply(module, x, cfg, torch)  # a sweep point's dtype and resolution
     backward = bool(cfg.get("backward"))
     module.train(backward)
     gpu = device.type == "cuda"  # ROCm builds of torch also use the "cuda" device type
@@ -161,7 +164,10 @@ def soak(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     cfg = json.loads(sys.stdin.read())
-    result = soak(cfg) if cfg.get("duration_s") else measure(cfg)
+    try:
+        result = soak(cfg) if cfg.get("duration_s") else measure(cfg)
+    except variant.Unsupported as err:
+        result = {"unsupported": str(err)}
     sys.stdout.write(RESULT_PREFIX + json.dumps(result) + "\n")
     return 0
 

@@ -8,8 +8,8 @@ import textwrap
 import pytest
 
 from gatekeeper import cli
-from gatekeeper.artifacts import Check, write_stage
-from tests.builders import report
+from gatekeeper.contract.stage_report import Check, write_stage
+from tests.support.builders import report
 
 GATES = """\
 version: 1
@@ -152,12 +152,12 @@ def test_record_keeps_the_run_in_a_store(workdir, capsys):
 
 
 def test_a_bug_is_one_line_and_a_saved_traceback(monkeypatch, capsys, tmp_path):
-    import gatekeeper.workflow
+    import gatekeeper.evaluate.run
 
     def boom(**_kw):
         raise RuntimeError("unexpected state\nsecond line")
 
-    monkeypatch.setattr(gatekeeper.workflow, "run_evaluate", boom)
+    monkeypatch.setattr(gatekeeper.evaluate.run, "run_evaluate", boom)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
 

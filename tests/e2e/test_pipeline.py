@@ -41,7 +41,7 @@ def test_pipeline_verify_hip_on_cpu(tmp_path):
 
 @pytest.mark.slow
 def test_stage_that_dies_leaves_an_error_artifact(tmp_path, monkeypatch):
-    from gatekeeper import pipeline as pl
+    from gatekeeper.run import pipeline as pl
 
     monkeypatch.setattr(
         pl,
@@ -60,7 +60,7 @@ def test_quick_arguments_are_accepted_by_each_stage():
     """--quick passes reduced settings; each must be a real option of its stage."""
     import argparse
 
-    from gatekeeper.pipeline import QUICK_ARGS
+    from gatekeeper.run.pipeline import QUICK_ARGS
     from stages import STAGES, load_stage
     from stages._stage import build_parser
 

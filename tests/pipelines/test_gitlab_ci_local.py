@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from gatekeeper import proc
+from gatekeeper.core import proc
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = ROOT / ".ci-tools" / "node_modules" / ".bin"
@@ -168,7 +168,7 @@ def listed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict
         pytest.skip(MISSING)
     if MISSING_REQUIRED:
         pytest.fail(f"GATEKEEPER_REQUIRE_TOOLS=1 but {MISSING_REQUIRED}")
-    repo = make_repo(tmp_path_factory.mktemp("listed"), {"install": "", "nightly_index_url": "none"})
+    repo = make_repo(tmp_path_factory.mktemp("listed"), {"install": "", "nightly_index_url": "none", "baseline": ""})
     return {name: list_jobs(repo, variables) for name, variables in CONTEXTS.items()}
 
 
@@ -188,6 +188,8 @@ def test_jobs_per_context(listed: dict[str, dict[str, dict[str, Any]]], context:
         assert (jobs[name]["when"] == "never") is expected_never, (context, name, jobs[name]["when"])
     gate = jobs["gatekeeper:gate: [stable]"]
     assert gate["when"] == "always"
+    assert jobs["gatekeeper:report"]["when"] == "always"
+    assert jobs["gatekeeper:breaker-reset"]["when"] == ("never" if context == "tag" else "manual")
     if context == "mr-to-dev":
         # Merge requests into a branch other than the protected one never block.
         for name in _stage_jobs("stable") + _stage_jobs("nightly"):
@@ -196,6 +198,13 @@ def test_jobs_per_context(listed: dict[str, dict[str, dict[str, Any]]], context:
         assert gate["allow_failure"] == {"exit_codes": [3, 4]}
         for s in STAGES:
             assert jobs[f"gatekeeper:{s}: [stable]"]["allow_failure"] == {"exit_codes": [4]}
+    if context == "mr-to-main":
+        # The nightly channel is advisory on merge requests (input nightly_blocking: false).
+        for name in _stage_jobs("nightly"):
+            assert jobs[name]["allow_failure"] is True, name
+    elif context in ("push-main", "nightly-schedule"):
+        # On the protected branch it runs fully and blocks.
+        assert jobs["gatekeeper:gate: [nightly]"]["allow_failure"] == {"exit_codes": [3, 4]}
 
 
 # gitlab-ci-local counts a job with `allow_failure: exit_codes` as allowed to
@@ -216,6 +225,7 @@ FAST = "".join(
 PLANTED = {
     "install": "",
     "nightly_index_url": "none",
+    "baseline": "",
     "channels": ["stable"],
     "gates": "gates.yaml",
     # Planted failure: a GPU is required, and this machine has none.
@@ -288,7 +298,7 @@ def test_failing_gate_does_not_block_mr_into_other_branch(ran: dict[str, tuple[P
 def test_nightly_refused_on_tag_even_without_the_rule(tmp_path: Path) -> None:
     # Someone "simplified" the rules: the nightly job now runs on tags. The
     # breaker's static policy still refuses it before any device work.
-    inputs = {"install": "", "nightly_index_url": "none", "channels": ["nightly"]}
+    inputs = {"install": "", "nightly_index_url": "none", "channels": ["nightly"], "baseline": ""}
     repo = make_repo(tmp_path, inputs, "gatekeeper:verify_hip:\n  rules: [{when: on_success}]\n")
     jobs = list_jobs(repo, CONTEXTS["tag"])
     assert jobs["gatekeeper:verify_hip: [nightly]"]["when"] == "on_success"
@@ -314,9 +324,12 @@ def test_open_breaker_skips_the_next_pipeline_without_device_work(tmp_path: Path
     inputs = {
         "install": "",
         "nightly_index_url": "none",
+        "baseline": "",
         "channels": ["nightly"],
         "breaker_failures": 1,
-        "stage_args": "--smoke-timeout 0.001",
+        # a per-stage option: functional_test would refuse it (and is disabled by FAST here)
+        "verify_hip_args": "--smoke-timeout 0.001",
+        "breaker_reset_job": "verify_hip",
     }
     repo = make_repo(tmp_path, inputs, FAST)
     job = "gatekeeper:verify_hip: [nightly]"
@@ -324,12 +337,26 @@ def test_open_breaker_skips_the_next_pipeline_without_device_work(tmp_path: Path
     assert _summary(first).get(job) == "FAIL", first.stdout[-3000:]
     assert "recorded fail: now open" in first.stdout, first.stdout[-3000:]
     second = gcl(repo, "--force-shell-executor", "--shell-isolation", variables=CONTEXTS["nightly-schedule"])
-    # WARN: exit 4 is in the jobs' allow_failure exit_codes: allowed, skipped-looking failures.
-    # The gate is skipped the same way instead of blocking on the missing stage data.
+    # WARN: exit 4 is in the stage jobs' allow_failure exit_codes: allowed, skipped-looking failures.
+    # The gate on the protected branch (main here) never passes on a skip: it fails (exit 1).
     summary = _summary(second)
     assert summary.get(job) == "WARN", second.stdout[-3000:]
-    assert summary.get("gatekeeper:gate: [nightly]") == "WARN", second.stdout[-3000:]
+    assert summary.get("gatekeeper:gate: [nightly]") == "FAIL", second.stdout[-3000:]
+    assert "on tags and on the protected branch that blocks" in second.stdout
     assert "skipped: upstream verify_hip: breaker open since" in second.stdout
-    assert "breaker open since" in second.stdout
     assert "last diagnosis: smoke." in second.stdout
     assert "gatekeeper stage verify_hip: device" not in second.stdout, "no stage work while open"
+    # The manual job closes the breaker (it opens the stage job's cache), and the
+    # next pipeline runs the stage again.
+    reset = gcl(
+        repo,
+        "--force-shell-executor",
+        "--shell-isolation",
+        "gatekeeper:breaker-reset",
+        variables=CONTEXTS["nightly-schedule"],
+        timeout=120,
+    )
+    assert _summary(reset).get("gatekeeper:breaker-reset") == "PASS", reset.stdout[-3000:]
+    assert "nightly/verify_hip" in reset.stdout
+    third = gcl(repo, "--force-shell-executor", "--shell-isolation", job, variables=CONTEXTS["nightly-schedule"])
+    assert "gatekeeper stage verify_hip: device" in third.stdout, third.stdout[-3000:]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gatekeeper.analyze.classify import Match
-from gatekeeper.analyze.diagnosis import Diagnosis, FailedCheck
-from gatekeeper.context import PipelineContext
+from gatekeeper.analyze.classify import RuleMatch as Match
+from gatekeeper.analyze.diagnosis import FailedCheck, FailureDiagnosis
+from gatekeeper.contract.verdict import GateResult, Outcome, Verdict, WaivedCheck
+from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.notify.alert import Alert, Links
-from gatekeeper.verdict import GateResult, Outcome, Verdict, WaivedCheck
 
 # One line that tries every injection at once.
 NASTY = (
@@ -63,9 +63,9 @@ def alert(text: str = NASTY) -> Alert:
     )
 
 
-def diagnosis(text: str = NASTY) -> Diagnosis:
+def diagnosis(text: str = NASTY) -> FailureDiagnosis:
     match = Match(text, 1, text, text, "unknown", 1)
-    return Diagnosis(
+    return FailureDiagnosis(
         category="unknown",
         known_issue=text,
         confidence=0.1,

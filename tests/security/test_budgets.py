@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.cli import main
-from gatekeeper.errors import InputError
-from tests import builders
+from gatekeeper.core.errors import InputError
+from tests.support import builders
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def _gatekeeper(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def _artifacts(tmp_path: Path) -> Path:
-    from gatekeeper.artifacts import write_stage
+    from gatekeeper.contract.stage_report import write_stage
 
     art = tmp_path / "art"
     write_stage(builders.report("functional_test", {"op_pass_rate": 1.0}), art)
@@ -54,7 +54,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
 
 
 def test_ordinary_anchors_still_work(tmp_path):
-    from gatekeeper.files import read_yaml
+    from gatekeeper.core.files import read_yaml
 
     path = tmp_path / "a.yaml"
     path.write_text("base: &b {fail: '>= 95%'}\ngates:\n  - {<<: *b, name: a}\n  - {<<: *b, name: b}\n")
@@ -70,7 +70,7 @@ def test_a_file_over_its_size_cap_is_refused(tmp_path, capsys):
 
 
 def test_a_json_artifact_over_its_cap_is_refused(tmp_path, monkeypatch, capsys):
-    from gatekeeper import budgets
+    from gatekeeper.core import budgets
 
     monkeypatch.setattr(budgets, "MAX_JSON_BYTES", 200)
     art = _artifacts(tmp_path)
@@ -102,7 +102,7 @@ def test_only_regular_files_are_read(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", ["unknown encoding", "directory", "fifo"])
 def test_junit_readers_refuse_what_is_not_a_junit_file(tmp_path, kind):
-    from gatekeeper.junit import summarize
+    from gatekeeper.contract.junit import summarize
 
     path = tmp_path / "report.xml"
     if kind == "unknown encoding":
@@ -127,17 +127,13 @@ def _zip_bomb(member_bytes: int) -> bytes:
 
 
 def test_an_archive_member_is_size_checked_before_it_is_inflated(monkeypatch):
-    from gatekeeper.baseline import gitlab as store_mod
+    from gatekeeper.history import gitlab as store_mod
 
     data = _zip_bomb(300 * 2**20)
     assert len(data) < 2 * 2**20
 
-    class Resp:
-        status_code = 200
-        content = data
-
     store = store_mod.GitLabStore("http://gitlab.invalid/api/v4", "1", "main", None)
-    monkeypatch.setattr(store, "_get", lambda path, params=None: None if path.endswith(".json") else Resp())
+    monkeypatch.setattr(store, "_get", lambda path, params=None: None if path.endswith(".json") else data)
     inflated: list[int] = []
     real_read = zipfile.ZipFile.read
     monkeypatch.setattr(

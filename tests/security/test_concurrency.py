@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 from gatekeeper.notify import notify_slack, resend, spool
-from tests.fake_http import FakeServer, Reply
-from tests.notify_inputs import write_verdict
+from tests.support.fake_http import FakeServer, Reply
+from tests.support.notify_inputs import write_verdict
 
 REPO = Path(__file__).resolve().parents[2]
 PROCESSES = 4

@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from gatekeeper import escape
 from gatekeeper.analyze.render import render as render_diagnosis
-from gatekeeper.artifacts import Check, Environment, StageReport, write_junit
+from gatekeeper.contract.stage_report import Check, Environment, StageReport, write_junit
+from gatekeeper.core import escape
+from gatekeeper.evaluate.outputs import banner, to_junit, to_markdown
 from gatekeeper.notify.gitlab_note import MARKER, commit_status, note_body
 from gatekeeper.notify.slack_message import build_message
-from gatekeeper.render import banner, to_junit, to_markdown
 from tests.security import hostile
 
 TOKENS = [

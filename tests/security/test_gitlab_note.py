@@ -6,8 +6,8 @@ import re
 
 from gatekeeper.notify import notify_gitlab
 from gatekeeper.notify.gitlab_note import MARKER
-from tests.fake_http import FakeServer, Reply, Seen
-from tests.notify_inputs import write_verdict
+from tests.support.fake_http import FakeServer, Reply, Seen
+from tests.support.notify_inputs import write_verdict
 
 TOKEN = "glpat-OwnerTestToken0123456"
 ME, OTHER = 5, 66

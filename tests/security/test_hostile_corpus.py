@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.cli import main
-from gatekeeper.exitcodes import ExitCode
+from gatekeeper.core.exitcodes import ExitCode
 from tests.security import corpus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def _commands(root: Path, kind: str, target: Path) -> list[list[str]]:
         ]
     if kind == "alert state":
         verdict = root / "v.json"
-        from tests.notify_inputs import write_verdict
+        from tests.support.notify_inputs import write_verdict
 
         write_verdict(root, name="v.json")
         return [["notify", "slack", "--verdict", str(verdict), "--state", str(target), "--spool", str(root / "sp")]]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gatekeeper.artifacts import Check, write_stage
 from gatekeeper.cli import main
-from gatekeeper.redact import MASK, redact, redact_env
-from tests import builders
-from tests.fake_http import refused_url
+from gatekeeper.contract.stage_report import Check, write_stage
+from gatekeeper.core.redact import MASK, redact, redact_env
+from tests.support import builders
+from tests.support.fake_http import refused_url
 
 # name -> (value, the secret part that must never be written). The names do not all look secret:
 # the shape of the value has to give it away.

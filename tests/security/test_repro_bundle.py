@@ -45,7 +45,7 @@ def test_an_artifact_cannot_make_repro_py_call_anything_but_torch_operators(tmp_
     marker = tmp_path / "PWNED"
     attacks = [json.loads(json.dumps(a).replace("{marker}", str(marker))) for a in ATTACKS]
     good = {"op": "aten.add.Tensor", "shapes": [[2, 3], [2, 3]], "dtypes": ["float32", "float32"], "seed": 1}
-    bundle = write_bundle(tmp_path / "b", _diagnosis([*attacks, good]), doctor_available=False)
+    bundle = write_bundle(tmp_path / "b", _diagnosis([*attacks, good]), capture_environment=False)
     cases = json.loads((bundle / "cases.json").read_text())
     assert [c["op"] for c in cases] == ["aten.add.Tensor"]  # only the allow-listed case is a case
     script = (bundle / "repro.py").read_text()
@@ -62,7 +62,7 @@ def test_an_artifact_cannot_make_repro_py_call_anything_but_torch_operators(tmp_
 def test_a_tampered_cases_json_is_refused_by_repro_py(tmp_path):
     marker = tmp_path / "PWNED"
     good = {"op": "aten.add.Tensor", "shapes": [[2], [2]], "dtypes": ["float32", "float32"]}
-    bundle = write_bundle(tmp_path / "b", _diagnosis([good]), doctor_available=False)
+    bundle = write_bundle(tmp_path / "b", _diagnosis([good]), capture_environment=False)
     cases = json.loads((bundle / "cases.json").read_text())
     cases.append({"check": "x", "op": "torch.os.system", "shapes": [], "dtypes": [], "seed": 0,
                   "kwargs": {"command": f"touch {marker}"}})  # fmt: skip

@@ -1,0 +1,39 @@
+"""``gatekeeper ab``: a stage for base and head alternately (ABAB), judged."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_parser"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gatekeeper.run.ab import run_ab
+
+    stage_args = args.stage_args[1:] if args.stage_args[:1] == ["--"] else args.stage_args
+    return run_ab(
+        base=args.base,
+        out=args.out,
+        stage=args.stage,
+        rounds=args.rounds,
+        metric=args.metric,
+        max_cv=args.max_cv,
+        stage_args=stage_args,
+    )
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ab",
+        help="run a stage for base and head alternately (ABAB) and judge the difference",
+        description="Check out --base in a temporary worktree, run the stage for base and head alternately, and "
+        "compare. Exit 1 on a regression, 3 inconclusive, 0 otherwise. Stage options go after --.",
+    )
+    p.add_argument("--base", required=True, help="the commit, branch or tag to compare against")
+    p.add_argument("--stage", default="performance_baseline", help="default: performance_baseline")
+    p.add_argument("--rounds", type=int, default=2, help="ABAB rounds (default 2)")
+    p.add_argument("--metric", default="latency_ms", help="the metric with per-process samples (default latency_ms)")
+    p.add_argument("--max-cv", type=float, default=0.05, help="a side fluctuating more is inconclusive (0.05)")
+    p.add_argument("--out", required=True, help="directory for each run's artifacts and ab.json")
+    p.add_argument("stage_args", nargs=argparse.REMAINDER, help="-- then options for the stage")
+    p.set_defaults(handler=_run)

@@ -1,0 +1,38 @@
+"""``gatekeeper analyze``: a failed job's logs classified."""
+
+from __future__ import annotations
+
+import argparse
+
+from gatekeeper.core.exitcodes import ExitCode
+
+__all__ = ["add_parser"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gatekeeper.analyze import analyze, report_text
+
+    diagnosis = analyze(
+        logs=args.logs,
+        artifacts=args.artifacts,
+        known_issues=args.known_issues,
+        fmt=args.format,
+        out=args.out,
+        bundle=args.bundle,
+        gates=args.gates,
+    )
+    if args.out is None:
+        print(report_text(diagnosis, args.format), end="")
+    return ExitCode.PASS  # a diagnosis of any category is a success of the analysis
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("analyze", help="classify a failed job's logs: category, known issue, remediation")
+    p.add_argument("logs", nargs="*", help="log files (gzip ok; - for stdin; default: --artifacts/*.log, else stdin)")
+    p.add_argument("--artifacts", help="stage artifacts directory: environment and failed checks are evidence too")
+    p.add_argument("--known-issues", help="the repository's known-issues.yaml (added to the built-in signatures)")
+    p.add_argument("--format", choices=["json", "md", "text"], default="text")
+    p.add_argument("--out", help="write the diagnosis here (atomically) instead of stdout")
+    p.add_argument("--bundle", help="for an unknown failure, write a reproduction bundle into this directory")
+    p.add_argument("--gates", help="gates.yaml: check the waivers known issues name, report the matching waiver")
+    p.set_defaults(handler=_run)

@@ -1,0 +1,41 @@
+"""``gatekeeper evaluate``: stage artifacts against the gates and baselines; write the verdict."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gatekeeper.cli._shared import GATES_HELP, print_verdict
+
+__all__ = ["add_parser"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gatekeeper.evaluate.gates import default_gates_path
+    from gatekeeper.evaluate.run import run_evaluate
+
+    verdict = run_evaluate(
+        artifacts=args.artifacts,
+        gates_path=default_gates_path(args.gates),
+        out=args.out or args.artifacts,
+        baseline=args.baseline,
+        channel=args.channel,
+        record=args.record,
+    )
+    print(f"gatekeeper: wrote {args.out or args.artifacts}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
+    return print_verdict(verdict)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="evaluate stage artifacts against gates.yaml and baselines; write the verdict")
+    p.add_argument(
+        "--artifacts", type=Path, default=Path("artifacts"), help="directory of <stage>.json (default: artifacts)"
+    )
+    p.add_argument("--gates", type=Path, help=GATES_HELP)
+    p.add_argument("--baseline", help="baseline store: DIR, sqlite:PATH, gitlab: or git:BRANCH")
+    p.add_argument(
+        "--channel", choices=["stable", "nightly"], help="default: $GATEKEEPER_CHANNEL, else the stages' own"
+    )
+    p.add_argument("--out", type=Path, help="where to write the verdict (default: the artifacts directory)")
+    p.add_argument("--record", metavar="STORE", help="also keep this run's results and verdict in a history store")
+    p.set_defaults(handler=_run)

@@ -1,0 +1,270 @@
+"""evaluate(inputs) -> Verdict: the gate decisions. Pure: no I/O, no clock, no environment.
+
+Reading happens before (``gatekeeper.evaluate.run``), writing after; that is what
+lets any step rerun on a finished pipeline's files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gatekeeper.contract.junit import JUnitSummary
+from gatekeeper.contract.stage_report import StageReport
+from gatekeeper.contract.verdict import GateResult, Outcome, Verdict, WaivedCheck
+from gatekeeper.core.ci_context import PipelineContext
+from gatekeeper.evaluate.gates import Gate, Gates, Waiver
+from gatekeeper.evaluate.judge import holm_adjust, judge_gate, uses_judge
+from gatekeeper.evaluate.metrics import Resolved, resolve
+from gatekeeper.evaluate.point_gates import expand, named
+
+__all__ = ["Inputs", "evaluate"]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    gates: Gates
+    reports: Mapping[str, StageReport]
+    channel: str
+    today: dt.date
+    context: PipelineContext = field(default_factory=PipelineContext)
+    baselines: Mapping[str, StageReport] = field(default_factory=dict)  # stage -> comparable baseline
+    baseline_notes: Mapping[str, str] = field(default_factory=dict)  # stage -> why there is none
+    junit: Mapping[str, JUnitSummary | None] = field(default_factory=dict)  # gate -> summary (None: no file)
+    environ: Mapping[str, str] = field(default_factory=dict)
+    generated_at: str = ""
+    not_selected: frozenset[str] = frozenset()  # stages deliberately not run (pipeline --stages)
+
+
+def evaluate(inputs: Inputs) -> Verdict:
+    facts = _facts(inputs)
+    active, expired = _split_waivers(inputs.gates.waivers, inputs.today, facts, inputs.environ)
+    waived_checks = _waived_checks(active, inputs.reports)
+    results = [
+        named(
+            _evaluate_gate(point, inputs, facts=facts, active=active, expired=expired, waived_checks=waived_checks),
+            label,
+        )
+        for gate in inputs.gates.for_channel(inputs.channel)
+        for point, label in expand(gate, inputs.reports, inputs.baselines)  # a [*] gate: one per sweep point
+    ]
+    results = holm_adjust(results)  # across gates and sweep points alike
+    blocking = [r for r in results if r.blocking]
+    warnings = [r for r in results if r.warns]
+    result = "blocked" if blocking else ("warn" if warnings else "pass")
+    env = next(iter(inputs.reports.values())).environment.to_dict() if inputs.reports else {}
+    return Verdict(
+        result=result,
+        summary=_summary(results, blocking, warnings),
+        channel=inputs.channel,
+        gates=tuple(results),
+        context=inputs.context.to_dict(),
+        environment=env,
+        stages={name: r.status for name, r in inputs.reports.items()},
+        waived_checks=tuple(w for ws in waived_checks.values() for w in ws),
+        expired_waivers=tuple(
+            {**w.to_dict(), "message": f"waiver for {w.gate} ({w.owner}) expired on {w.expires}; it no longer applies"}
+            for w in expired
+        ),
+        generated_at=inputs.generated_at,
+        gates_file=inputs.gates.source,
+    )
+
+
+def _facts(inputs: Inputs) -> dict[str, str | None]:
+    env = next(iter(inputs.reports.values())).environment if inputs.reports else None
+    return {
+        "channel": inputs.channel,
+        "device_kind": env.device_kind if env else None,
+        "gfx_arch": env.gfx_arch if env else None,
+        "rocm_version": env.rocm_version if env else None,
+        "torch_version": env.torch_version if env else None,
+    }
+
+
+def _split_waivers(
+    waivers: tuple[Waiver, ...], today: dt.date, facts: Mapping[str, str | None], environ: Mapping[str, str]
+) -> tuple[list[Waiver], list[Waiver]]:
+    active, expired = [], []
+    for w in waivers:
+        if w.when and w.when.unmet(facts, environ):
+            continue
+        (expired if w.expired(today) else active).append(w)
+    return active, expired
+
+
+def _waived_checks(active: list[Waiver], reports: Mapping[str, StageReport]) -> dict[str, list[WaivedCheck]]:
+    """gate name -> the failing checks its check-level waivers cover."""
+    out: dict[str, list[WaivedCheck]] = {}
+    for w in active:
+        if not w.checks:
+            continue
+        for stage, report in reports.items():
+            for c in report.checks:
+                if c.status not in ("failed", "error"):
+                    continue
+                full = f"{stage}.{c.name}"
+                if any(fnmatch.fnmatchcase(full, p) or fnmatch.fnmatchcase(c.name, p) for p in w.checks):
+                    out.setdefault(w.gate, []).append(
+                        WaivedCheck(stage, c.name, c.status, c.message[:300], w.to_dict())
+                    )
+    return out
+
+
+def _evaluate_gate(
+    gate: Gate,
+    inputs: Inputs,
+    *,
+    facts: Mapping[str, str | None],
+    active: list[Waiver],
+    expired: list[Waiver],
+    waived_checks: Mapping[str, list[WaivedCheck]],
+) -> GateResult:
+    base = {"name": gate.name, "metric": gate.metric, "severity": gate.severity, "mode": gate.mode}
+    base |= {"rule": gate.pass_rule.text, "warn_rule": gate.warn_rule.text if gate.warn_rule else None}
+    base["description"] = gate.description
+    label = f"{gate.junit} {gate.metric}" if gate.junit else gate.metric
+    unmet = gate.when.unmet(facts, inputs.environ) if gate.when else None
+    if unmet:
+        return GateResult(outcome=Outcome.SKIPPED, reason=f"not evaluated: {unmet}", **base)
+    if gate.stage in inputs.not_selected and gate.stage not in inputs.reports:
+        return GateResult(outcome=Outcome.SKIPPED, reason=f"not evaluated: stage {gate.stage} was not selected", **base)
+    mine = waived_checks.get(gate.name, [])
+    baseline = inputs.baselines.get(gate.stage or "") if gate.compare == "baseline" else None
+    if gate.compare == "baseline" and baseline is None and gate.stage in inputs.reports:
+        # Said before the metric is resolved: no statistic is computed for nothing.
+        note = inputs.baseline_notes.get(gate.stage or "", "no baseline store was given (--baseline)")
+        return _missing(gate, base, f"no comparable baseline: {note}")
+    got = _resolve(gate, inputs, {w.check for w in mine})
+    if not got.ok:
+        return _missing(gate, base, got.missing)
+    base |= {"value": got.value, "unit": got.unit}
+    if baseline is not None:
+        ref = resolve(gate.metric, {baseline.stage: baseline})
+        if not ref.ok:
+            return _missing(gate, base, f"the baseline has no value: {ref.missing}")
+        unconverged = _unconverged_warmup(gate.stage or "", inputs.reports, inputs.baselines)
+        if unconverged and uses_judge(got, ref):
+            return GateResult(outcome=Outcome.INCONCLUSIVE, reason=f"{label}: {unconverged}", **base)
+        judged = uses_judge(got, ref)
+        result = judge_gate(gate, got, ref, base) if judged else _point(gate, label, got, ref.value, base)
+    else:
+        result = _point(gate, label, got, None, base)
+    return _apply_waivers(result, gate, active=active, expired=expired, mine=mine, reports=inputs.reports)
+
+
+def _unconverged_warmup(stage: str, reports: Mapping[str, StageReport], baselines: Mapping[str, StageReport]) -> str:
+    """Timings taken before compilation/autotuning settled are not comparable (validity first)."""
+    for side, rep in (("this run", reports.get(stage)), ("the baseline", baselines.get(stage))):
+        m = rep.metrics.get("warmup_converged") if rep else None
+        if m is not None and m.value == 0.0:
+            return f"warm-up did not converge in {side}, so its timings cannot be judged"
+    return ""
+
+
+def _resolve(gate: Gate, inputs: Inputs, waived: set[str]) -> Resolved:
+    if gate.junit:
+        summary = inputs.junit.get(gate.name)
+        if summary is None:
+            return Resolved(None, missing=f"no JUnit file matches {gate.junit!r}")
+        value = summary.metric(gate.metric)
+        if value is None:
+            return Resolved(None, missing=f"no test ran in {', '.join(summary.files)}")
+        return Resolved(value, "ratio" if gate.metric == "pass_rate" else "tests")
+    return resolve(gate.metric, inputs.reports, waived)
+
+
+def _missing(gate: Gate, base: dict, why: str) -> GateResult:
+    outcome = {"fail": Outcome.FAIL, "warn": Outcome.WARN, "skip": Outcome.SKIPPED}[gate.on_missing]
+    return GateResult(outcome=outcome, reason=f"{why} (on_missing: {gate.on_missing})", **base)
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    text = f"{value:.4g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3g}"
+    return f"{text} {unit}".strip() if unit not in ("", "ratio", "bool") else text
+
+
+def _point(gate: Gate, label: str, got: Resolved, baseline: float | None, base: dict) -> GateResult:
+    value = got.value
+    assert value is not None  # narrows the type for mypy; checked just above  # nosec B101
+    change = None
+    if baseline is not None:
+        change = (value / baseline - 1.0) if baseline else None
+        base = {**base, "baseline_value": baseline, "change": change}
+    versus = f" ({_pct(change)} vs baseline {fmt(baseline, got.unit)})" if baseline is not None else ""
+    shown = f"{label} = {fmt(value, got.unit)}{versus}"
+    if gate.pass_rule.holds(value, baseline):
+        return GateResult(outcome=Outcome.PASS, reason=f"{shown} meets {gate.pass_rule.text}", **base)
+    if gate.warn_rule and gate.warn_rule.holds(value, baseline):
+        reason = f"{shown} misses {gate.pass_rule.text} but meets the warn rule {gate.warn_rule.text}"
+        return GateResult(outcome=Outcome.WARN, reason=reason, **base)
+    tail = f" (nor the warn rule {gate.warn_rule.text})" if gate.warn_rule else ""
+    return GateResult(outcome=Outcome.FAIL, reason=f"{shown} fails {gate.pass_rule.text}{tail}", **base)
+
+
+def _pct(change: float | None) -> str:
+    return "n/a" if change is None else f"{change * 100:+.1f}%"
+
+
+def _apply_waivers(
+    result: GateResult,
+    gate: Gate,
+    *,
+    active: list[Waiver],
+    expired: list[Waiver],
+    mine: list[WaivedCheck],
+    reports: Mapping[str, StageReport],
+) -> GateResult:
+    from dataclasses import replace
+
+    if result.outcome not in (Outcome.FAIL, Outcome.WARN):
+        return result
+    whole = next((w for w in active if w.gate == gate.name and not w.checks), None)
+    if whole:
+        return replace(
+            result,
+            outcome=Outcome.WAIVED,
+            waiver=whole.to_dict(),
+            reason=f"waived ({whole.reason}; owner {whole.owner}, until {whole.expires}): {result.reason}",
+        )
+    if mine and gate.stage:
+        report = reports.get(gate.stage)
+        covered = {w.check for w in mine}
+        left = (
+            [c.name for c in report.checks if c.status in ("failed", "error") and c.name not in covered]
+            if report
+            else []
+        )
+        if not left:
+            w = mine[0].waiver
+            return replace(
+                result,
+                outcome=Outcome.WAIVED,
+                waiver=w,
+                reason=f"waived: all {len(mine)} failing checks are covered ({mine[0].check}, ...; {w['reason']}): "
+                f"{result.reason}",
+            )
+        result = replace(
+            result, reason=f"{result.reason}; {len(left)} failing checks are not waived (e.g. {', '.join(left[:3])})"
+        )
+    lapsed = next((w for w in expired if w.gate == gate.name), None)
+    if lapsed:
+        result = replace(result, reason=f"{result.reason}; the waiver ({lapsed.reason}) expired on {lapsed.expires}")
+    return result
+
+
+def _summary(results: list[GateResult], blocking: list[GateResult], warnings: list[GateResult]) -> str:
+    counted = [r for r in results if r.outcome is not Outcome.SKIPPED]
+    if blocking:
+        names = ", ".join(r.name for r in blocking)
+        return f"Blocked by {len(blocking)} of {len(counted)} gates: {names}."
+    if warnings:
+        names = ", ".join(r.name for r in warnings)
+        return f"Passed with warnings from {len(warnings)} of {len(counted)} gates: {names}."
+    waived = sum(r.outcome is Outcome.WAIVED for r in results)
+    extra = f" ({waived} waived)" if waived else ""
+    return f"All {len(counted)} evaluated gates passed{extra}."

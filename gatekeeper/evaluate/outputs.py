@@ -1,0 +1,214 @@
+"""Render a Verdict for its readers: verdict.md (merge request), gates.junit.xml
+(GitLab's MR test widget), metrics.txt (GitLab's metrics report) and the banner."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from gatekeeper.contract.stage_report import junit_bytes
+from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
+from gatekeeper.core.escape import md_code_block, md_code_span, md_text, terminal, xml_text
+from gatekeeper.evaluate.point_gates import SweepTable, split_results, sweep_tables
+
+__all__ = ["banner", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
+
+_ICON = {
+    Outcome.PASS: "✅ pass",
+    Outcome.WARN: "⚠️ warn",
+    Outcome.FAIL: "❌ fail",
+    Outcome.INCONCLUSIVE: "❔ inconclusive",
+    Outcome.WAIVED: "🏷️ waived",
+    Outcome.SKIPPED: "⏭️ skipped",
+}
+_HEADLINE = {"pass": "✅ PASSED", "warn": "⚠️ PASSED WITH WARNINGS", "blocked": "⛔ BLOCKED"}  # not a password  # nosec B105
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "—"
+    text = f"{value:.4g}"
+    return f"{text} {unit}".strip() if unit and unit not in ("ratio", "bool") else text
+
+
+def _change(change: float | None) -> str:
+    return "—" if change is None else f"{change * 100:+.1f}%"
+
+
+def _cell(text: str) -> str:
+    return md_text(text)  # escapes the table's "|" too
+
+
+def _order(g: GateResult) -> int:
+    if g.blocking:
+        return 0
+    return {Outcome.FAIL: 1, Outcome.WARN: 2, Outcome.INCONCLUSIVE: 3, Outcome.WAIVED: 4, Outcome.PASS: 5}.get(
+        g.outcome, 6
+    )
+
+
+def to_markdown(v: Verdict) -> str:
+    ctx = v.context
+    env = v.environment
+    where = ctx.get("tag") or (
+        f"!{ctx['mr_iid']} → {ctx.get('target_branch')}" if ctx.get("mr_iid") else ctx.get("ref")
+    )
+    device = env.get("gfx_arch") or env.get("compute_capability") or env.get("device_kind", "?")
+    lines = [
+        f"## gatekeeper: {_HEADLINE[v.result]}",
+        "",
+        md_text(v.summary),
+        "",
+        f"channel **{md_text(v.channel)}** · torch {md_code_span(env.get('torch_version', '?'))} · device "
+        f"{md_code_span(env.get('device_name') or '?')} ({md_code_span(device)}) · ROCm "
+        f"{md_code_span(env.get('rocm_version') or '—')}" + (f" · {md_text(str(where))}" if where else ""),
+    ]
+    plain, points = split_results(v.gates)
+    if plain or not points:
+        lines += [
+            "",
+            "| gate | outcome | value | rule | baseline | change | why |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+    for g in sorted(plain, key=_order):
+        name = f"**{md_text(g.name)}**" if g.blocking else md_text(g.name)
+        tag = " (advisory)" if g.severity == "advisory" else (" (shadow)" if g.mode == "shadow" else "")
+        lines.append(
+            f"| {name}{tag} | {_ICON[g.outcome]} | {md_text(_num(g.value, g.unit))} | {md_code_span(g.rule)} | "
+            f"{md_text(_num(g.baseline_value, g.unit))} | {_change(g.change)} | {_cell(g.reason)} |"
+        )
+    lines += sweep_markdown(points)
+    if v.waived_checks:
+        lines += ["", f"**Waived checks ({len(v.waived_checks)})**", ""]
+        for w in v.waived_checks[:30]:
+            ticket = f", {w.waiver.get('ticket')}" if w.waiver.get("ticket") else ""
+            owner = f"{w.waiver['owner']}{ticket}, until {w.waiver['expires']}"
+            lines.append(f"- {md_code_span(f'{w.stage}.{w.check}')}: {md_text(w.waiver['reason'])} ({md_text(owner)})")
+    if v.expired_waivers:
+        lines += ["", "**Expired waivers** (no longer applied)", ""]
+        lines += [f"- {md_text(w['message'])}" for w in v.expired_waivers]
+    lines += [
+        "",
+        "<details><summary>Reproduce</summary>",
+        "",
+        md_code_block(
+            [
+                f"gatekeeper evaluate --artifacts artifacts --gates {shlex.quote(v.gates_file or 'gates.yaml')} "
+                f"--channel {shlex.quote(v.channel)} --out artifacts"
+            ],
+            "sh",
+        ),
+        "",
+        "</details>",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def sweep_markdown(points: list[GateResult], *, max_reasons: int = 20) -> list[str]:
+    """Gates on ``metric[*]`` as one table per sweep: a row per point, a column per gate; then why
+    each point that did not pass did not."""
+    lines: list[str] = []
+    for table in sweep_tables(points):
+        n = len(table.rows)
+        lines += ["", f"**Sweep** ({n} points of {_cell(', '.join(table.keys))}; each point judged on its own)", ""]
+        heads = [
+            *map(_cell, table.keys),
+            *(f"{_cell(g)} (advisory)" if _advisory(table, g) else _cell(g) for g in table.gates),
+        ]
+        lines += ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
+        for point, results in table.rows:
+            cells = [_cell(point[k]) for k in table.keys]
+            for gate in table.gates:
+                r = results.get(gate)
+                cells.append("—" if r is None else _point_cell(r))
+            lines.append("| " + " | ".join(cells) + " |")
+        bad = [r for _, results in table.rows for r in results.values() if r.outcome is not Outcome.PASS]
+        if bad:
+            lines.append("")
+            lines += [
+                f"- {md_code_span(r.name)} {_ICON[r.outcome]}: {_cell(r.reason)}"
+                for r in sorted(bad, key=_order)[:max_reasons]
+            ]
+            if len(bad) > max_reasons:
+                lines.append(f"- … and {len(bad) - max_reasons} more (verdict.json has every point)")
+    return lines
+
+
+def _advisory(table: SweepTable, gate: str) -> bool:
+    return any(r.severity == "advisory" for _, results in table.rows for g, r in results.items() if g == gate)
+
+
+def _point_cell(r: GateResult) -> str:
+    text = f"{_ICON[r.outcome]} {_num(r.value, r.unit)}"
+    if r.change is not None:
+        text += f" ({_change(r.change)})"
+    return f"**{text}**" if r.blocking else text
+
+
+def to_junit(v: Verdict) -> bytes:
+    from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+    x = xml_text  # every string from a gate, a check or a waiver, so the file stays XML 1.0
+    suite = TestSuite("gatekeeper.gates")
+    suite.timestamp = x(v.generated_at)
+    for g in v.gates:
+        case = TestCase(x(g.name), classname="gatekeeper.gates")
+        detail = x(f"{g.reason}\nmetric: {g.metric}\nrule: {g.rule}\nseverity: {g.severity}, mode: {g.mode}")
+        if g.blocking:
+            case.result = [Failure(x(g.reason[:500]), "gate")]
+            case.system_out = detail
+        elif g.outcome is Outcome.PASS:
+            case.system_out = detail
+        else:
+            label = "advisory fail" if g.outcome is Outcome.FAIL else g.outcome.value
+            if g.outcome is Outcome.WAIVED and g.waiver:
+                w = g.waiver
+                label = (
+                    f"waived: {w['reason']} (owner {w['owner']}, ticket {w.get('ticket') or '—'}, until {w['expires']})"
+                )
+            case.result = [Skipped(x(f"{label}: {g.reason}"[:1000]))]
+            case.system_out = detail
+        suite.add_testcase(case)
+    for w in v.waived_checks:
+        case = TestCase(x(f"{w.stage}.{w.check}"), classname="gatekeeper.waived")
+        case.result = [Skipped(x(_waiver_text(w.waiver)))]
+        case.system_out = x(w.message)
+        suite.add_testcase(case)
+    suite.update_statistics()
+    xml = JUnitXml()
+    xml.add_testsuite(suite)
+    return junit_bytes(xml)
+
+
+def _waiver_text(w: dict) -> str:
+    return f"waived: {w['reason']} (owner {w['owner']}, ticket {w.get('ticket') or '—'}, until {w['expires']})"
+
+
+_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def to_metrics_txt(v: Verdict) -> str:
+    """GitLab metrics report: one ``name value`` line per gate value (and its baseline change)."""
+    out = [f"gatekeeper_result {({'pass': 0, 'blocked': 1, 'warn': 3})[v.result]}"]  # verdict words  # nosec B105
+    for g in v.gates:
+        if g.value is None:
+            continue
+        name = _NAME.sub("_", f"gate_{g.name}")
+        out.append(f"{name} {g.value:.6g}")
+        if g.change is not None:
+            out.append(f"{name}_change_pct {g.change * 100:.3g}")
+    return "\n".join(out) + "\n"
+
+
+def banner(v: Verdict) -> str:
+    """The short text printed before a non-zero exit."""
+    t = terminal  # names and reasons come from the code under test: no escape sequences reach the terminal
+    if v.result == "pass":
+        return f"gatekeeper: PASSED. {t(v.summary)}"
+    head = "BLOCKED" if v.result == "blocked" else "PASSED WITH WARNINGS"
+    gates = v.blocking_gates if v.result == "blocked" else v.warning_gates
+    lines = ["=" * 72, f"gatekeeper: {head}. {t(v.summary)}"]
+    lines += [f"  - {t(g.name, newlines=False)}: {t(g.reason)}" for g in gates]
+    lines.append("=" * 72)
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""FileStore: the stage JSON files of an earlier pipeline, in one directory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gatekeeper.contract.stage_report import StageReport, read_artifacts, write_stage
+from gatekeeper.core.errors import InputError
+from gatekeeper.history import RunInfo, comparability
+
+__all__ = ["FileStore"]
+
+
+class FileStore:
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def _reports(self) -> dict[str, StageReport]:
+        if not self.directory.exists():
+            raise InputError(
+                self.directory, "", "baseline directory not found", "pass a directory of an earlier run's artifacts"
+            )
+        return read_artifacts(self.directory)
+
+    def latest(self, stage: str, like: StageReport) -> StageReport | None:
+        report = self._reports().get(stage)
+        if report is None or comparability(report, like) is not None:
+            return None
+        return report
+
+    def history(
+        self, stage: str, *, channel: str | None = None, limit: int = 50
+    ) -> Sequence[tuple[RunInfo, StageReport]]:
+        report = self._reports().get(stage)
+        if report is None or (channel and report.environment.channel != channel):
+            return []
+        return [(RunInfo(recorded_at=report.started_at), report)][:limit]
+
+    def save(self, report: StageReport, info: RunInfo) -> None:
+        write_stage(report, self.directory)

@@ -1,0 +1,177 @@
+"""GitStore (``git:BRANCH``): stage results as files on a data branch of the repository.
+
+For teams without a shared disk: like benchmark history kept on a data
+branch. ``save`` commits ``results/<stage>/<time>-<commit>-<id>.json`` to the
+branch through a temporary index (``GIT_INDEX_FILE``) and ``update-ref`` with
+the old value, so the checked-out branch, index and working tree are never
+touched and two writers cannot lose each other's commit. With a ``remote``
+(``GATEKEEPER_GIT_REMOTE`` through ``open_store``), ``latest`` fetches the
+branch first and ``save`` pushes it (retrying on a concurrent push).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import git
+
+from gatekeeper.contract.stage_report import StageReport
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.redact import redact
+from gatekeeper.history import RunInfo, comparability
+
+__all__ = ["GitStore"]
+
+GIT_TIMEOUT_S = 120  # every git child is killed after this (gitpython's kill_after_timeout)
+_RETRIES = 5
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "gatekeeper",
+    "GIT_AUTHOR_EMAIL": "gatekeeper@localhost",
+    "GIT_COMMITTER_NAME": "gatekeeper",
+    "GIT_COMMITTER_EMAIL": "gatekeeper@localhost",
+}
+
+
+class GitStore:
+    def __init__(self, branch: str, repo: str | Path = ".", *, remote: str | None = None) -> None:
+        if not branch:
+            raise InputError(None, "--baseline git:", "no branch given", "e.g. git:gatekeeper-results")
+        try:
+            self.repo = git.Repo(repo, search_parent_directories=True)
+            self.repo.git.check_ref_format("--branch", branch, kill_after_timeout=GIT_TIMEOUT_S)
+        except git.InvalidGitRepositoryError:
+            raise InputError(Path(repo), "", "not inside a git repository", "run from the repository") from None
+        except git.GitCommandError:
+            raise InputError(None, "--baseline git:", f"{branch!r} is not a valid branch name") from None
+        self.branch = branch
+        self.why_missing = ""  # why the last latest() returned None
+        self.ref = f"refs/heads/{branch}"
+        self.remote = remote
+
+    def _git(self, *args: str, env: Mapping[str, str] | None = None, **kw: Any) -> str:
+        try:
+            if env:
+                with self.repo.git.custom_environment(**env):
+                    return self.repo.git.execute(["git", *args], kill_after_timeout=GIT_TIMEOUT_S, **kw)
+            return self.repo.git.execute(["git", *args], kill_after_timeout=GIT_TIMEOUT_S, **kw)
+        except git.GitCommandError as err:
+            problem = redact(f"git {args[0]} failed: {(err.stderr or '').strip() or err.status}")
+            raise InputError(None, f"--baseline git:{self.branch}", problem, "check the branch and remote") from None
+
+    def _tip(self) -> str | None:
+        try:
+            return self.repo.git.rev_parse("--verify", "--quiet", self.ref, kill_after_timeout=GIT_TIMEOUT_S)
+        except git.GitCommandError:
+            return None
+
+    def _fetch(self) -> None:
+        if self.remote:
+            try:  # a missing remote branch just means no results yet
+                self._git("fetch", "--quiet", self.remote, f"+{self.ref}:refs/gatekeeper/remote-{self.branch}")
+            except InputError:
+                return
+            self._git("update-ref", self.ref, f"refs/gatekeeper/remote-{self.branch}")
+
+    # -- reading ---------------------------------------------------------------
+
+    def _records(self, stage: str) -> list[tuple[RunInfo, StageReport]]:
+        self._fetch()
+        tip = self._tip()
+        if tip is None:
+            return []
+        try:
+            tree = self.repo.commit(tip).tree / "results" / stage
+        except KeyError:
+            return []
+        out = []
+        for blob in sorted(tree.blobs, key=lambda b: b.name, reverse=True):
+            try:
+                doc = json.loads(blob.data_stream.read())
+                out.append((RunInfo(**doc.get("info", {})), StageReport.from_dict(doc["report"])))
+            except (ValueError, KeyError, TypeError):
+                continue  # a file someone edited by hand: not a baseline
+        return out
+
+    def latest(self, stage: str, like: StageReport) -> StageReport | None:
+        self.why_missing = f"no passed {stage} result on branch {self.branch}"
+        for _, report in self._records(stage):
+            reason = comparability(report, like) if report.status == "passed" else "not passed"
+            if reason is None:
+                self.why_missing = ""
+                return report
+            if reason != "not passed":
+                self.why_missing = reason
+        return None
+
+    def history(
+        self, stage: str, *, channel: str | None = None, limit: int = 50
+    ) -> Sequence[tuple[RunInfo, StageReport]]:
+        records = self._records(stage)
+        return [r for r in records if not channel or r[1].environment.channel == channel][:limit]
+
+    # -- writing ---------------------------------------------------------------
+
+    def save(self, report: StageReport, info: RunInfo) -> None:
+        when = _stamp(info.recorded_at)
+        info = RunInfo(info.ref, info.commit, info.pipeline_id, info.verdict, info.recorded_at or when.isoformat())
+        name = (
+            f"results/{report.stage}/{when:%Y%m%dT%H%M%S%fZ}-{(info.commit or 'none')[:12]}-{uuid.uuid4().hex[:8]}.json"
+        )
+        data = json.dumps({"info": info.__dict__, "report": report.to_dict()}, indent=1).encode()
+        for _ in range(_RETRIES):
+            self._fetch()
+            old = self._tip()
+            new = self._commit(old, name, data, f"gatekeeper: {report.stage} {info.commit or ''}".strip())
+            try:
+                self._git("update-ref", self.ref, new, old or "0" * 40)  # compare-and-swap against a local racer
+            except InputError:
+                continue
+            if not self.remote:
+                return
+            try:
+                self._git("push", "--quiet", self.remote, f"{self.ref}:{self.ref}")
+                return
+            except InputError:
+                continue  # someone pushed first: fetch their tip and commit on top of it
+        raise InputError(
+            None, f"--baseline git:{self.branch}", f"could not record the result after {_RETRIES} tries",
+            "another writer keeps moving the branch; retry",
+        )  # fmt: skip
+
+    def _commit(self, parent: str | None, name: str, data: bytes, message: str) -> str:
+        with tempfile.TemporaryDirectory(prefix="gatekeeper-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), **_identity(self.repo)}
+            if parent:
+                self._git("read-tree", parent, env=env)
+            with tempfile.TemporaryFile() as stdin:
+                stdin.write(data)
+                stdin.seek(0)
+                blob = self._git("hash-object", "-w", "--stdin", env=env, istream=stdin)
+            self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{name}", env=env)
+            tree = self._git("write-tree", env=env)
+            return self._git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=env)
+
+
+def _identity(repo: git.Repo) -> dict[str, str]:
+    """A fallback author for CI runners without user.name/user.email (an existing identity wins)."""
+    reader = repo.config_reader()
+    if reader.has_option("user", "name") and reader.has_option("user", "email"):
+        return {}
+    return {k: os.environ.get(k, v) for k, v in _IDENTITY.items()}
+
+
+def _stamp(recorded_at: str | None) -> dt.datetime:
+    if recorded_at:
+        try:
+            when = dt.datetime.fromisoformat(recorded_at)
+            return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
+        except ValueError:
+            pass
+    return dt.datetime.now(dt.timezone.utc)

@@ -1,0 +1,156 @@
+"""SqliteStore (``sqlite:PATH``): every stage result with its fingerprint, ref, commit, channel and time.
+
+The embedded default: history, report and breaker read it. Several jobs on one
+runner may write at once, so the database runs in WAL mode with a busy timeout
+and each save is one short ``BEGIN IMMEDIATE`` transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from gatekeeper.contract.stage_report import StageReport, utc_now
+from gatekeeper.core.errors import InputError
+from gatekeeper.history import RunInfo, comparability
+
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+
+SCHEMA_VERSION = 1
+_BUSY_MS = 30_000
+_SCAN = 500  # rows examined for a comparable baseline before giving up
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    stage TEXT NOT NULL,
+    status TEXT NOT NULL,
+    channel TEXT,
+    device_kind TEXT,
+    arch TEXT,
+    rocm_version TEXT,
+    torch_version TEXT,
+    model TEXT,
+    ref TEXT,
+    commit_sha TEXT,
+    pipeline_id TEXT,
+    verdict TEXT,
+    recorded_at TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    report TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_stage_time ON results (stage, recorded_at, id);
+"""
+
+
+class SqliteStore:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.why_missing = ""  # why the last latest() returned None
+        if not str(path):
+            raise InputError(None, "--baseline", "sqlite store needs a path", "e.g. sqlite:.gatekeeper/results.db")
+        with self._connect() as conn:
+            self._migrate(conn)
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=_BUSY_MS / 1000, isolation_level=None)
+        except (OSError, sqlite3.Error) as err:
+            raise InputError(self.path, "", f"cannot open the baseline database: {err}", "check the path") from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+            yield conn
+        except sqlite3.DatabaseError as err:
+            raise InputError(
+                self.path, "", f"not a usable baseline database: {err}", "point sqlite: at a gatekeeper store"
+            ) from None
+        finally:
+            conn.close()
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise InputError(
+                self.path, "", f"store schema version {version} is newer than this gatekeeper's {SCHEMA_VERSION}",
+                "upgrade gatekeeper",
+            )  # fmt: skip
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")  # persistent: set once per database file
+        if version == SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:  # another writer may have won
+                for statement in _DDL.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def save(self, report: StageReport, info: RunInfo) -> None:
+        env = report.environment
+        row = (
+            report.stage, report.status, env.channel, env.device_kind, env.arch, env.rocm_version, env.torch_version,
+            report.config.get("model"), info.ref, info.commit, info.pipeline_id, info.verdict,
+            info.recorded_at or utc_now(), json.dumps(env.to_dict(), sort_keys=True), json.dumps(report.to_dict()),
+        )  # fmt: skip
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT INTO results (stage, status, channel, device_kind, arch, rocm_version, torch_version, "
+                    "model, ref, commit_sha, pipeline_id, verdict, recorded_at, fingerprint, report) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def latest(self, stage: str, like: StageReport) -> StageReport | None:
+        """The newest passed result of ``stage`` comparable with ``like`` (None: no comparable baseline)."""
+        env = like.environment
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT report FROM results WHERE stage = ? AND device_kind IS ? AND arch IS ? "
+                "AND status = 'passed' ORDER BY recorded_at DESC, id DESC LIMIT ?",
+                (stage, env.device_kind, env.arch, _SCAN),
+            ).fetchall()
+        device = env.device_kind if env.arch in (None, env.device_kind) else f"{env.device_kind} {env.arch}"
+        self.why_missing = (
+            f"no passed {stage} result on {device} in {self.path} yet (first run of this branch or device)"
+        )
+        for (text,) in rows:
+            report = StageReport.from_dict(json.loads(text))
+            reason = comparability(report, like)
+            if reason is None:
+                self.why_missing = ""
+                return report
+            self.why_missing = reason
+        return None
+
+    def history(
+        self, stage: str, *, channel: str | None = None, limit: int = 50
+    ) -> Sequence[tuple[RunInfo, StageReport]]:
+        query = "SELECT ref, commit_sha, pipeline_id, verdict, recorded_at, report FROM results WHERE stage = ?"
+        args: list[object] = [stage]
+        if channel:
+            query += " AND channel = ?"
+            args.append(channel)
+        query += " ORDER BY recorded_at DESC, id DESC LIMIT ?"
+        args.append(int(limit))
+        with self._connect() as conn:
+            rows = conn.execute(query, args).fetchall()
+        return [
+            (RunInfo(ref, commit, pipeline, verdict, at), StageReport.from_dict(json.loads(text)))
+            for ref, commit, pipeline, verdict, at, text in rows
+        ]

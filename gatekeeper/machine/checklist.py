@@ -1,0 +1,428 @@
+"""From a Snapshot (live or captured) to a MachineReport: what is installed, what
+matches, what will fail and what to do. Pure: parses texts, never runs tools."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gatekeeper.machine import archcompat
+from gatekeeper.machine.facts import Fact, Parsed, gather, parse_texts
+from gatekeeper.machine.findings import Finding
+from gatekeeper.machine.hygiene import hygiene_findings
+from gatekeeper.machine.probes import collect_env, versions
+from gatekeeper.machine.snapshot import Snapshot
+
+__all__ = ["MachineReport", "diagnose"]
+
+SCHEMA = "gatekeeper.doctor/v1"
+
+
+@dataclass(frozen=True)
+class MachineReport:
+    source: str
+    rocm_version: str | None
+    devices: tuple[dict[str, Any], ...]
+    torch: dict[str, Any]
+    tools: dict[str, dict[str, Any]]
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    facts: tuple[Fact, ...] = ()  # what the snapshot says, each with the file it came from
+    missing_facts: tuple[str, ...] = ()  # facts no file in the snapshot holds
+
+    @property
+    def has_errors(self) -> bool:
+        return any(f.severity == "error" for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "rocm_version": self.rocm_version,
+            "devices": list(self.devices),
+            "torch": self.torch,
+            "tools": self.tools,
+            "findings": [f.to_dict() for f in self.findings],
+            "facts": {f.name: f.to_dict() for f in self.facts},
+            "missing_facts": list(self.missing_facts),
+        }
+
+
+def _devices(p: Parsed, torch: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """From the first source that lists GPUs: rocminfo, torch, amd-smi, rocm-smi, nvidia-smi,
+    collect_env, the KFD topology, lspci. A device without a gfx target (or a name) gets one from
+    another source that lists as many GPUs (same machine, same order), with that source named."""
+    out = _devices_from_first(p, torch)
+    if out and any(not d.get("gfx_arch") and not d.get("compute_capability") for d in out):
+        for source, targets in _gfx_lists(p, torch):
+            if len(targets) == len(out) and all(targets):
+                for d, gfx in zip(out, targets, strict=True):
+                    if not d.get("gfx_arch") and not d.get("compute_capability"):
+                        d.update(gfx_arch=gfx, gfx_source=source)
+                break
+    if out and any(not d.get("marketing_name") for d in out):
+        for source, names in _name_lists(p):
+            if len(names) == len(out) and all(names):
+                for d, name in zip(out, names, strict=True):
+                    if not d.get("marketing_name"):
+                        d.update(marketing_name=name, name_source=source)
+                break
+    return out
+
+
+def _name_lists(p: Parsed) -> list[tuple[str, list[str | None]]]:
+    out: list[tuple[str, list[str | None]]] = [(n, [d.market_name for d in a.devices]) for n, a in p.amd_smi.items()]
+    out += [(n, [d.name for d in s.devices]) for n, s in p.rocm_smi_files.items()]
+    if p.lspci and p.lspci.gpus:
+        out.append(("lspci.txt", [g.name for g in p.lspci.gpus]))
+    return out
+
+
+def _gfx_lists(p: Parsed, torch: Mapping[str, Any] | None) -> list[tuple[str, list[str | None]]]:
+    out: list[tuple[str, list[str | None]]] = []
+    if p.rocminfo and p.rocminfo.gpus:
+        out.append(("rocminfo.txt", [g.gfx_arch for g in p.rocminfo.gpus]))
+    tdev = (torch or {}).get("devices") or []
+    if tdev:
+        out.append(("torch.json", [d.get("gfx_arch") for d in tdev if isinstance(d, dict)]))
+    for name, a in p.amd_smi.items():
+        out.append((name, [d.gfx for d in a.devices]))
+    for name, s in p.rocm_smi_files.items():
+        out.append((name, [d.gfx for d in s.devices]))
+    if p.kfd and p.kfd.gpus:
+        out.append(("kfd-topology.txt", [g.gfx for g in p.kfd.gpus]))
+    return out
+
+
+def _devices_from_first(p: Parsed, torch: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    info, smi, nv, cenv = p.rocminfo, p.rocm_smi, p.nvidia_smi, p.collect_env
+    smi_devices = list(smi.devices) if smi else []
+    if info and info.gpus:
+        out = []
+        for i, g in enumerate(info.gpus):
+            d: dict[str, Any] = {
+                "name": g.name,
+                "marketing_name": g.marketing_name,
+                "gfx_arch": g.gfx_arch,
+                "compute_units": g.compute_units,
+                "chip_id": g.chip_id,
+                "vram_mib": g.vram_kb // 1024 if g.vram_kb else None,
+                "source": "rocminfo",
+            }
+            if len(smi_devices) == len(info.gpus):  # same machine, same order (rocm-smi's GPU[i] = i-th agent)
+                s = smi_devices[i]
+                d.update(temperature_c=s.temperature_c, power_w=s.power_w, vram_percent=s.vram_percent)
+            out.append(d)
+        return out
+    if torch and torch.get("devices"):
+        return [
+            {
+                "name": t.get("name"),
+                "marketing_name": t.get("name"),
+                "gfx_arch": t.get("gfx_arch"),
+                "compute_units": None,
+                "compute_capability": None if t.get("gfx_arch") else t.get("compute_capability"),
+                "vram_mib": int(t["total_memory"]) // 2**20 if t.get("total_memory") else None,
+                "source": "torch",
+            }
+            for t in torch["devices"]
+        ]
+    amd = next((a for a in p.amd_smi.values() if a.devices), None)
+    if amd:
+        return [
+            {
+                "name": a.market_name,
+                "marketing_name": a.market_name,
+                "gfx_arch": a.gfx,
+                "compute_units": a.compute_units,
+                "chip_id": a.device_id,
+                "vram_mib": a.vram_mb,
+                "source": "amd-smi",
+            }
+            for a in amd.devices
+        ]
+    if smi_devices:
+        return [
+            {
+                "name": s.name,
+                "marketing_name": s.card_series or s.name,
+                "gfx_arch": s.gfx,
+                "compute_units": None,
+                "chip_id": s.device_id,
+                "temperature_c": s.temperature_c,
+                "power_w": s.power_w,
+                "vram_percent": s.vram_percent,
+                "source": "rocm-smi",
+            }
+            for s in smi_devices
+        ]
+    if nv and nv.gpus:
+        return [
+            {
+                "name": g.name,
+                "marketing_name": g.name,
+                "gfx_arch": None,
+                "compute_units": None,
+                "compute_capability": g.compute_cap,
+                "vram_mib": g.memory_total_mib,
+                "temperature_c": g.temperature_c,
+                "power_w": g.power_w,
+                "driver": g.driver_version,
+                "source": "nvidia-smi",
+            }
+            for g in nv.gpus
+        ]
+    if cenv and cenv.gpus:
+        out = []
+        for line in cenv.gpus:
+            m = re.match(r"^(.*?)\s*\((gfx[^)]*)\)\s*$", line)
+            name, gfx = (m.group(1), m.group(2)) if m else (line, None)
+            out.append(
+                {"name": name, "marketing_name": name, "gfx_arch": gfx, "compute_units": None, "source": "collect_env"}
+            )
+        return out
+    if p.kfd and p.kfd.gpus:
+        return [
+            {
+                "name": g.get("name") or g.gfx,
+                "marketing_name": g.get("product_name"),
+                "gfx_arch": g.gfx,
+                "compute_units": None,
+                "chip_id": g.device_id,
+                "source": "kfd-topology",
+            }
+            for g in p.kfd.gpus
+        ]
+    if p.lspci and p.lspci.gpus:
+        return [
+            {
+                "name": g.name,
+                "marketing_name": g.name,
+                "gfx_arch": None,
+                "compute_units": None,
+                "chip_id": f"0x{g.device_id}" if g.device_id else None,
+                "pci_id": g.pci_id,
+                "source": "lspci",
+            }
+            for g in p.lspci.gpus
+        ]
+    return []
+
+
+def _torch(snapshot: Snapshot, cenv: collect_env.CollectEnv | None) -> dict[str, Any]:
+    t = snapshot.torch or {}
+    if t.get("version"):
+        return {
+            "version": t.get("version"),
+            "hip": t.get("hip"),
+            "cuda": t.get("cuda"),
+            "arch_list": t.get("arch_list") if t.get("available") else None,
+            "miopen": t.get("miopen"),
+            "gpu_available": t.get("available"),
+            "source": "torch",
+        }
+    if cenv and cenv.torch_version:
+        return {
+            "version": cenv.torch_version,
+            "hip": cenv.rocm_build,
+            "cuda": cenv.cuda_build,
+            "arch_list": None,  # collect_env does not print it
+            "miopen": cenv.miopen,
+            "gpu_available": cenv.cuda_available,
+            "source": "collect_env",
+        }
+    return {"version": None, "hip": None, "cuda": None, "arch_list": None, "miopen": None, "source": None}
+
+
+_TOOL_HINT = {
+    "rocm-smi": "rocm-smi hanging usually means a wedged amdgpu driver or GPU: check `dmesg | grep -i amdgpu`, "
+    "and reset the GPU or reboot the node before running jobs on it",
+    "amd-smi": "amd-smi hanging usually means a wedged amdgpu driver or GPU: check `dmesg | grep -i amdgpu`, "
+    "and reset the GPU or reboot the node before running jobs on it",
+    "rocminfo": "rocminfo hanging or failing means the HSA runtime cannot start: torch will hang or see no GPU; "
+    "check `dmesg | grep -i amdgpu` and /dev/kfd access",
+    "torch": "importing torch or querying the GPU from torch failed: see the detail; jobs on this machine will too",
+}
+
+
+def _tool_findings(snapshot: Snapshot, amd: bool) -> list[Finding]:
+    out = []
+    for name, run in snapshot.tools.items():
+        base = name.split()[0]
+        check = f"tools.{base}"
+        if run.status == "timed out":
+            sev = "error" if base in ("rocminfo", "torch") else "warning"
+            out.append(Finding(check, sev, f"{name} timed out ({run.detail})", _TOOL_HINT.get(base, "")))
+        elif run.status == "failed":
+            sev = "error" if base == "torch" else "warning"
+            out.append(Finding(check, sev, f"{name} failed: {run.detail}", _TOOL_HINT.get(base, "")))
+        elif run.status == "missing" and amd and base in ("rocminfo", "rocm-smi"):
+            out.append(Finding(check, "info", f"{name} not available: {run.detail}"))
+    if snapshot.torch and snapshot.torch.get("error"):
+        out.append(Finding("tools.torch", "error", f"torch probe: {snapshot.torch['error']}", _TOOL_HINT["torch"]))
+    return out
+
+
+def diagnose(snapshot: Snapshot) -> MachineReport:
+    p = parse_texts(snapshot.texts)
+    info, smi, nv, cenv, ver = p.rocminfo, p.rocm_smi, p.nvidia_smi, p.collect_env, p.version
+    torch = _torch(snapshot, cenv)
+    devices = _devices(p, snapshot.torch)
+    amd = bool(p.amd or torch.get("hip"))
+    facts, missing = gather(p, snapshot.torch)
+    findings: list[Finding] = []
+
+    findings += _tool_findings(snapshot, amd)
+    if info is not None:
+        if info.rock_loaded is False:
+            findings.append(
+                Finding(
+                    "driver.rock",
+                    "error",
+                    f"rocminfo: {info.rock_line}: the amdgpu kernel driver is not loaded; no GPU will be visible",
+                    "install/load amdgpu-dkms matching the ROCm release (sudo modprobe amdgpu) and check dmesg",
+                )
+            )
+        elif info.rock_loaded:
+            findings.append(Finding("driver.rock", "ok", f"rocminfo: {info.rock_line}"))
+        if not info.gpus:
+            findings.append(
+                Finding(
+                    "devices.visible",
+                    "error",
+                    "rocminfo lists no GPU agent: the HSA runtime sees no GPU",
+                    "check /dev/kfd and /dev/dri access (hygiene checks below) and the ROCk line",
+                )
+            )
+        else:
+            findings.append(Finding("devices.visible", "ok", f"rocminfo lists {len(info.gpus)} GPU agent(s)"))
+    if snapshot.torch and snapshot.torch.get("version") and devices and snapshot.torch.get("available") is False:
+        build = "HIP" if torch["hip"] else ("CUDA" if torch["cuda"] else "CPU-only")
+        findings.append(
+            Finding(
+                "torch.gpu_available",
+                "error",
+                f"torch {torch['version']} ({build} build) sees no GPU although {len(devices)} are installed",
+                "CPU-only wheel: install from the matching ROCm/CUDA wheel index; otherwise check the visible-device "
+                "variables and device-node access below",
+            )
+        )
+    parsed_files: list[tuple[str, Any]] = [
+        ("rocminfo", info),
+        ("rocm-smi", smi),
+        *((name.rsplit(".", 1)[0] + (" (json)" if name.endswith(".json") else ""), a) for name, a in p.amd_smi.items()),
+        ("nvidia-smi", nv),
+        ("collect_env", cenv),
+        ("version", ver),
+        ("kfd-topology", p.kfd),
+        ("lspci", p.lspci),
+    ]
+    for name, parsed in parsed_files:
+        for w in getattr(parsed, "warnings", ()) or ():
+            sev = "warning" if name == "collect_env" and cenv and cenv.crashed else "info"
+            findings.append(Finding(f"probes.{name.split()[0]}", sev, f"{name}: {w}"))
+    findings += _fact_findings(facts, snapshot.environ)
+    rocm_version = next((f.value for f in facts if f.name == "ROCm version"), None)
+    rocm_family = ver.family if ver else versions.family(rocm_version)
+    hip_family = versions.family(torch.get("hip"))
+    if rocm_family and hip_family and rocm_family != hip_family:
+        major_differs = rocm_family.split(".")[0] != hip_family.split(".")[0]
+        findings.append(
+            Finding(
+                "versions.rocm_match",
+                "warning" if major_differs else "info",
+                f"torch was built against ROCm {hip_family}, the system has ROCm {rocm_family}",
+                "wheels bundle their ROCm libraries, so this mostly works; extensions built against /opt/rocm "
+                f"(apex, flash-attn) need the same family: use https://download.pytorch.org/whl/rocm{rocm_family}"
+                if major_differs
+                else "",
+            )
+        )
+    findings += _arch_findings(devices, torch, snapshot.environ, rocm_family or hip_family)
+    gpu_expected = amd or bool(devices) or bool(torch.get("hip") or torch.get("cuda"))
+    findings += hygiene_findings(snapshot.environ, snapshot.fs, amd=amd, gpu_expected=gpu_expected)
+    return MachineReport(
+        source=snapshot.source,
+        rocm_version=rocm_version,
+        devices=tuple(devices),
+        torch=torch,
+        tools={k: v.to_dict() for k, v in snapshot.tools.items()},
+        findings=tuple(findings),
+        facts=facts,
+        missing_facts=missing,
+    )
+
+
+def _fact_findings(facts: tuple[Fact, ...], environ: Mapping[str, str]) -> list[Finding]:
+    """Files that disagree on a GPU's target: an override, a mixed machine, or captures of two machines."""
+    out = []
+    override = archcompat.override_target(environ.get("HSA_OVERRIDE_GFX_VERSION"))
+    for f in facts:
+        if f.name != "gfx targets" or not f.conflicting:
+            continue
+        others = "; ".join(f"{s} says {', '.join(v)}" for s, v in f.conflicting)
+        message = f"{f.source} says {', '.join(f.value)}, but {others}"
+        if override and override in f.value:
+            # the runtime reports the override's target, KFD and amd-smi the chip's: explained, and
+            # hygiene.HSA_OVERRIDE_GFX_VERSION already warns about the override itself
+            out.append(Finding("facts.gfx_targets", "info", f"{message} (HSA_OVERRIDE_GFX_VERSION selects {override})"))
+            continue
+        out.append(
+            Finding(
+                "facts.gfx_targets",
+                "warning",
+                message,
+                "rocminfo reports HSA_OVERRIDE_GFX_VERSION's target, the KFD topology and amd-smi the chip's own; "
+                "check that all files come from the same machine and whether an override is set",
+            )
+        )
+    return out
+
+
+def _arch_findings(
+    devices: list[dict[str, Any]], torch: dict[str, Any], environ: dict[str, str] | Any, family: str | None
+) -> list[Finding]:
+    out = []
+    arch_list = torch.get("arch_list")
+    seen: set[tuple[str, str | None]] = set()
+    for d in devices:
+        gfx, cc = d.get("gfx_arch"), d.get("compute_capability")
+        key = (gfx or cc or "", d.get("chip_id"))
+        if key in seen:
+            continue
+        seen.add(key)
+        if not key[0]:
+            label = d.get("marketing_name") or d.get("name") or "GPU"
+            out.append(
+                Finding(
+                    "arch.compatible",
+                    "skipped",
+                    f"{label}: gfx target (or compute capability) not in the capture "
+                    f"({d.get('source')} does not print it)",
+                    "add rocminfo, amd-smi static or the KFD gfx_target_version lines to the capture",
+                )
+            )
+            continue
+        if gfx:
+            r = archcompat.check_rocm(
+                gfx,
+                arch_list or [],
+                override=environ.get("HSA_OVERRIDE_GFX_VERSION"),
+                chip_id=d.get("chip_id"),
+                rocm_family=family,
+            )
+        else:
+            r = archcompat.check_cuda(cc, arch_list or [])
+        label = d.get("marketing_name") or d.get("name")
+        if r.compatible is None:
+            reason = (
+                "arch list unknown (capture has no torch.json, or torch sees no GPU)" if not arch_list else r.message
+            )
+            out.append(Finding("arch.compatible", "skipped", f"{label} ({r.device_arch}): {reason}"))
+        elif r.compatible:
+            out.append(Finding("arch.compatible", "ok", f"{label}: {r.message}"))
+        else:
+            out.append(Finding("arch.compatible", "error", f"{label}: {r.message}", r.remediation))
+        out += [Finding("arch.notes", "warning", f"{label}: {n}") for n in r.notes]
+    return out

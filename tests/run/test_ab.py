@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import git
+import pytest
+
+from gatekeeper import cli
+from gatekeeper.contract.stage_report import Environment, Metric, StageReport
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.exitcodes import ExitCode
+from gatekeeper.run.ab import exit_code, judge, run_ab
+
+MODEL = """
+import time
+import torch
+
+DELAY_S = {delay}
+
+
+class Slow(torch.nn.Module):
+    def forward(self, x):
+        time.sleep(DELAY_S)
+        return x * 2
+
+    def example_input(self, batch_size=8):
+        return torch.ones(batch_size, 4)
+
+
+def build():
+    return Slow()
+"""
+
+
+def _report(medians: list[float], converged: bool = True) -> StageReport:
+    env = Environment("2.5.0", "3.11", "runner")
+    metrics = {
+        "latency_ms": Metric.of(sum(medians) / len(medians), "ms", "lower", [[m] * 30 for m in medians]),
+        "warmup_converged": Metric.of(1.0 if converged else 0.0, "bool", "higher"),
+    }
+    return StageReport("performance_baseline", "passed", "2026-01-01T00:00:00+00:00", 1.0, env, metrics)
+
+
+def test_judge_pools_rounds_and_maps_exit_codes() -> None:
+    base = [_report([10.0, 10.1, 9.9]), _report([10.05, 9.95, 10.0])]
+    slow = [_report([11.0, 11.1, 10.9]), _report([11.05, 10.95, 11.0])]
+    c = judge(base, slow, "latency_ms")
+    assert c.verdict == "regression"
+    assert exit_code(c) == ExitCode.BLOCKED
+    same = judge(base, base, "latency_ms")
+    assert same.verdict == "equivalent"
+    assert exit_code(same) == ExitCode.PASS
+    cold = judge(base, [_report([11.0, 11.1, 10.9], converged=False)] * 2, "latency_ms")
+    assert cold.verdict == "inconclusive"
+    assert cold.reason.startswith("warm-up did not converge in the head run")
+    assert exit_code(cold) == ExitCode.WARN
+    with pytest.raises(InputError, match="no samples of 'throughput'"):
+        judge(base, slow, "throughput")
+
+
+def test_bad_base_and_not_a_repo_are_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(InputError, match="not inside a git repository"):
+        run_ab(base="main", out=tmp_path / "o", repo=tmp_path)
+    repo = git.Repo.init(tmp_path / "r")
+    (tmp_path / "r" / "a.txt").write_text("a", encoding="utf-8")
+    repo.index.add(["a.txt"])
+    repo.index.commit("a")
+    with pytest.raises(InputError, match="'nope' is not a commit here"):
+        run_ab(base="nope", out=tmp_path / "o", repo=tmp_path / "r")
+    assert cli.main(["ab", "--base", "main", "--out", str(tmp_path / "o"), "--rounds", "0"]) == 2
+    assert "--rounds: must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ab_catches_a_slower_head_in_a_tiny_repo(tmp_path: Path) -> None:
+    work = tmp_path / "modelrepo"
+    repo = git.Repo.init(work, initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "t")
+        cw.set_value("user", "email", "t@example.invalid")
+    (work / "slowmodel.py").write_text(MODEL.format(delay=0.003), encoding="utf-8")
+    repo.index.add(["slowmodel.py"])
+    repo.index.commit("fast model")
+    (work / "slowmodel.py").write_text(MODEL.format(delay=0.015), encoding="utf-8")  # uncommitted: head 5x slower
+    log = io.StringIO()
+    stage_args = ["--device", "cpu", "--model", "slowmodel:build", "--batch-size", "2"]
+    stage_args += ["--processes", "3", "--iterations", "15", "--warmup", "2"]
+    # a shared 2-core runner fluctuates more than 5% between processes; a 2x slowdown still stands out
+    code = run_ab(base="main", out=tmp_path / "ab", rounds=1, max_cv=0.5, stage_args=stage_args, repo=work, log=log)
+    text = log.getvalue()
+    assert code == ExitCode.BLOCKED, text
+    assert "-> regression" in text
+    summary = json.loads((tmp_path / "ab" / "ab.json").read_text(encoding="utf-8"))
+    assert summary["verdict"] == "regression"
+    assert 2.0 < summary["ratio"] < 8.0
+    assert (tmp_path / "ab" / "base" / "round1" / "performance_baseline.json").exists()
+    assert repo.git.worktree("list").count("\n") == 0  # the temporary worktree is gone
