@@ -203,7 +203,7 @@ def check_collectives(ctx: StageContext, plant: str) -> None:
             bandwidth_iters=o.bandwidth_iters,
         )
         for r in result.results:
-            rec.record(f"collectives.{r.name}", r.status, r.message, duration_s=r.duration_s, details=r.details)  # type: ignore[arg-type]
+            rec.record(f"collectives.{r.name}", r.status, r.message, duration_s=r.duration_s, details=r.details)
         if any(r.status == "failed" for r in result.results):
             for rank, tail in enumerate(result.rank_stderr):
                 if tail.strip():

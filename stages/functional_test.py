@@ -159,9 +159,9 @@ def run(ctx: StageContext) -> None:
             tally.emit(rec)
             summary["categories"] = tally.table()
             summary["precision"] = tally.precision()
-        if user:
+        if user and opts.cases:
             with rec.group("user", f"user cases from {opts.cases}"):
-                summary["user_cases"] = steps.user_cases(rec, runner, plan, Path(opts.cases), user)  # type: ignore[arg-type]
+                summary["user_cases"] = steps.user_cases(rec, runner, plan, Path(opts.cases), user)
         if opts.no_traced:
             rec.skip("traced", "--no-traced was given")
         else:

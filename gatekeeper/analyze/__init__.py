@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gatekeeper.analyze.classify import Classifier, open_log
 from gatekeeper.analyze.diagnosis import FailedCheck, FailureDiagnosis, diagnose, environment_fingerprint, failed_checks
+from gatekeeper.analyze.learned import LearnedModel, builtin_model
 from gatekeeper.analyze.render import FORMATS, render
 from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
 from gatekeeper.contract.stage_report import read_artifacts
@@ -29,8 +30,13 @@ def classify_logs(
     *,
     rules: RuleSet,
     artifacts: str | Path | None = None,
+    model: LearnedModel | str | None = "builtin",
 ) -> FailureDiagnosis:
-    """Diagnose ``logs`` (paths, ``-`` for stdin; gzip accepted) plus the failed checks in ``artifacts``."""
+    """Diagnose ``logs`` (paths, ``-`` for stdin; gzip accepted) plus the failed checks in ``artifacts``.
+
+    ``model``: the learned second opinion asked when no signature fires (``"builtin"``: the packaged
+    one; ``None``: rules alone).
+    """
     reports = read_artifacts(artifacts) if artifacts is not None else {}
     checks = failed_checks(reports) + (blocking_gates(Path(artifacts)) if artifacts is not None else [])
     classifier = Classifier(rules)
@@ -40,7 +46,16 @@ def classify_logs(
     for check in checks:
         # A failed check's message is evidence too (a stage may have caught the error).
         classifier.scan_text(check.message, f"{check.stage}.json#{check.name}")
-    return diagnose(classifier.evidence, rules, environment=environment_fingerprint(reports), checks=checks)
+    learned: LearnedModel | Callable[[], LearnedModel | None] | None
+    if isinstance(model, str):
+        if model != "builtin":
+            raise ValueError(f"model must be a LearnedModel, None or 'builtin', not {model!r}")
+        learned = builtin_model  # loaded only if no signature fires
+    else:
+        learned = model
+    return diagnose(
+        classifier.evidence, rules, environment=environment_fingerprint(reports), checks=checks, model=learned
+    )
 
 
 def blocking_gates(artifacts: Path) -> list[FailedCheck]:
@@ -84,6 +99,7 @@ def analyze(
     out: str | Path | None = None,
     bundle: str | Path | None = None,
     gates: str | Path | None = None,
+    use_model: bool = True,
 ) -> FailureDiagnosis:
     """The whole workflow; returns the diagnosis after writing ``out`` and the bundle.
 
@@ -97,7 +113,7 @@ def analyze(
                 None, "LOG", "no log given and stdin is a terminal", "pass log files, --artifacts or a pipe"
             )
         logs = sorted(Path(artifacts).glob("*.log")) if artifacts is not None else ["-"]
-    diagnosis = classify_logs(logs, rules=rules, artifacts=artifacts)
+    diagnosis = classify_logs(logs, rules=rules, artifacts=artifacts, model="builtin" if use_model else None)
     if waivers is not None and diagnosis.waiver:
         from dataclasses import replace
 

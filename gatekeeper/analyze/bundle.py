@@ -200,12 +200,12 @@ def write_bundle(directory: str | Path, diagnosis: FailureDiagnosis, *, capture_
 
 def _environment(directory: Path, capture: bool) -> str:
     if capture:
-        capture = directory / "doctor-capture"
+        capture_dir = directory / "doctor-capture"
         # The child must import this same gatekeeper, installed or not (a checkout run from elsewhere).
         here = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
         result = proc.run(
-            [sys.executable, "-m", "gatekeeper", "doctor", "--capture", str(capture), "--timeout", "20"],
+            [sys.executable, "-m", "gatekeeper", "doctor", "--capture", str(capture_dir), "--timeout", "20"],
             timeout=DOCTOR_TIMEOUT_S,
             env=env,
         )

@@ -28,6 +28,7 @@ __all__ = ["Classifier", "Evidence", "RuleMatch", "open_log"]
 
 CHUNK_BYTES = 2 << 20  # bounds memory: the chunk, its lowercase copy and its keyword hits
 MAX_TEXT = 400  # characters of a matched line kept in the report
+RECENT_LINES = 10  # last matched lines kept per source (the error before the exit, for the learned model)
 # (rule index, pattern, literal sets that must all be present) for one keyword of the prefilter
 Target = tuple[int, "re.Pattern[str]", tuple[tuple[bytes, ...], ...]]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
@@ -64,6 +65,9 @@ class Evidence:
     counts: dict[str, int] = field(default_factory=dict)
     sources: dict[str, int] = field(default_factory=dict)  # source -> lines read
     tails: dict[str, list[str]] = field(default_factory=dict)
+    # rule id -> (source number, line) of its last match, uncapped: "what came last before the exit"
+    last: dict[str, tuple[int, int]] = field(default_factory=dict)
+    recent: dict[str, deque[str]] = field(default_factory=dict)  # source -> its last matched lines
     bytes_read: int = 0
 
 
@@ -73,7 +77,7 @@ def open_log(path: str | Path) -> Iterator[BinaryIO]:
     if str(path) == "-":
         raw: BinaryIO = sys.stdin.buffer
         if not hasattr(raw, "peek"):
-            raw = io.BufferedReader(raw)  # type: ignore[arg-type]
+            raw = io.BufferedReader(raw)  # type: ignore[type-var]  # typeshed: stdin.buffer is BinaryIO, lacks readinto
         yield _maybe_gzip(raw)
         return
     try:
@@ -107,6 +111,7 @@ class Classifier:
         self.chunk_bytes = chunk_bytes
         self.evidence = Evidence()
         self._order = 0
+        self._source_no = 0
         self._index, self._unfiltered = _build_index(self.rules)
         self._automaton = _automaton([kw for kw, _ in self._index])
 
@@ -115,7 +120,7 @@ class Classifier:
         if self._automaton is not None:
             # (keyword, start, end); the hits of one line are mostly adjacent.
             found = self._automaton.find_matches_as_indexes(low, overlapping=True)
-            positions = ((end - 1, k) for k, _start, end in found)
+            positions: Iterator[tuple[int, int]] = ((end - 1, k) for k, _start, end in found)
         else:
             positions = iter(sorted(_find_all(low, [kw for kw, _ in self._index])))
         hits: dict[int, list[Target]] = {}
@@ -137,6 +142,7 @@ class Classifier:
         """Read ``stream`` to its end, recording matches under ``source``."""
         ev = self.evidence
         ev.sources[source] = ev.sources.get(source, 0)
+        self._source_no = list(ev.sources).index(source)
         tail: deque[bytes] = deque(maxlen=max(self.tail, self.context, 20))
         rest = b""
         try:
@@ -208,6 +214,10 @@ class Classifier:
     ) -> None:
         ev = self.evidence
         ev.counts[rule.id] = ev.counts.get(rule.id, 0) + 1
+        ev.last[rule.id] = (self._source_no, lineno)
+        recent = ev.recent.setdefault(source, deque(maxlen=RECENT_LINES))
+        if not recent or recent[-1] != line[:MAX_TEXT]:
+            recent.append(line[:MAX_TEXT])
         stored = ev.matches.setdefault(rule.id, [])
         if len(stored) >= self.per_rule:
             return

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gatekeeper.analyze.classify import Evidence, RuleMatch
+from gatekeeper.analyze.learned import LearnedModel, evidence_text
 from gatekeeper.analyze.rules import Rule, RuleSet
 from gatekeeper.contract.stage_report import StageReport
 
@@ -71,6 +72,8 @@ class FailureDiagnosis:
     bundle: str | None = None
     excerpt: tuple[str, ...] = ()
     waiver_detail: Mapping[str, Any] | None = None  # the gate's waiver in gates.yaml (with --gates)
+    decided_by: str = "none"  # "rule" (a signature), "model" (the learned second opinion) or "none"
+    model: Mapping[str, Any] | None = None  # the second opinion when it was asked (no signature fired)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,8 @@ class FailureDiagnosis:
             "waiver": self.waiver,
             "waiver_detail": dict(self.waiver_detail) if self.waiver_detail is not None else None,
             "confidence": self.confidence,
+            "decided_by": self.decided_by,
+            "model": dict(self.model) if self.model is not None else None,
             "explanation": self.explanation,
             "remediation": list(self.remediation),
             "links": list(self.links),
@@ -117,12 +122,20 @@ def diagnose(
     *,
     environment: Mapping[str, Any] | None = None,
     checks: Sequence[FailedCheck] = (),
+    model: LearnedModel | Callable[[], LearnedModel | None] | None = None,
 ) -> FailureDiagnosis:
+    """The highest-ranked signature decides; when none does, ``model`` (if given) may, above its threshold.
+
+    ``model`` may be a loader (``learned.builtin_model``): it is called only when no signature fired,
+    so a classified log never pays for loading numpy and the model file.
+    """
     env = dict(environment or {})
     matched = [rules.by_id(rid) for rid in evidence.matches if evidence.matches[rid]]
     first = {rid: ms[0].order for rid, ms in evidence.matches.items() if ms}
-    # Highest priority wins; among equals, whatever appeared first in the log.
-    ranked = sorted(matched, key=lambda r: (-r.priority, first[r.id]))
+    # Highest priority wins; among equals, whatever appeared first in the log. A warning-level
+    # signature (noise in many logs) followed by another signature's match is only context:
+    # the last error before the exit beats earlier noise.
+    ranked = sorted(matched, key=lambda r: (_superseded(r, matched, evidence), -r.priority, first[r.id]))
     causes = [r for r in ranked if r.category != "unknown"]
     winner: Rule | None = causes[0] if causes else (ranked[0] if ranked else None)
     category = winner.category if winner is not None else "unknown"
@@ -144,6 +157,31 @@ def diagnose(
         )
         links = ()
 
+    decided_by = "rule" if category != "unknown" else "none"
+    opinion: dict[str, Any] | None = None
+    if category == "unknown" and callable(model) and not isinstance(model, LearnedModel):
+        model = model()
+    if category == "unknown" and isinstance(model, LearnedModel):
+        prediction = model.predict(evidence_text(evidence))
+        opinion = {
+            "category": prediction.category,
+            "probability": round(prediction.probability, 2),
+            "threshold": model.threshold,
+            "abstained": prediction.abstained,
+            "ranking": [{"category": c, "probability": round(p, 2)} for c, p in prediction.ranking[:3]],
+            "training_digest": model.training.get("digest"),
+        }
+        typical = next((r for r in rules.rules if r.category == prediction.category), None)
+        if not prediction.abstained and typical is not None:
+            category, decided_by = prediction.category, "model"
+            confidence = prediction.probability
+            explanation = (
+                f"No known signature matched; the learned second opinion (TF-IDF + linear model over the error "
+                f"lines) says {category} with probability {prediction.probability:.2f}. Typically: "
+                + typical.explanation
+            )
+            remediation, links = typical.remediation, typical.links
+
     order = {r.id: i for i, r in enumerate(ranked)}
     all_matches = sorted((m for ms in evidence.matches.values() for m in ms), key=lambda m: (order[m.rule], m.order))
     also_seen = tuple(
@@ -154,7 +192,7 @@ def diagnose(
     fill = _Filler(env)
     return FailureDiagnosis(
         category=category,
-        known_issue=winner.id if winner is not None and category != "unknown" else None,
+        known_issue=winner.id if winner is not None and decided_by == "rule" else None,
         confidence=round(confidence, 2),
         explanation=explanation.format_map(fill),
         remediation=tuple(step.format_map(fill) for step in remediation),
@@ -164,9 +202,22 @@ def diagnose(
         environment=env,
         failed_checks=tuple(checks),
         sources=dict(evidence.sources),
-        waiver=winner.waiver if winner is not None and category != "unknown" else None,
-        rule_source=winner.source if winner is not None else None,
+        waiver=winner.waiver if winner is not None and decided_by == "rule" else None,
+        rule_source="model" if decided_by == "model" else (winner.source if winner is not None else None),
         excerpt=_excerpt(all_matches, evidence),
+        decided_by=decided_by,
+        model=opinion,
+    )
+
+
+def _superseded(rule: Rule, matched: Sequence[Rule], evidence: Evidence) -> bool:
+    """A warning rule with a later match of another (non-warning, non-unknown) signature after its last line."""
+    if not rule.warning:
+        return False
+    mine = evidence.last.get(rule.id, (0, 0))
+    return any(
+        not other.warning and other.category != "unknown" and evidence.last.get(other.id, (0, 0)) > mine
+        for other in matched
     )
 
 

@@ -25,6 +25,8 @@ def render(diagnosis: FailureDiagnosis, fmt: str) -> str:
 
 def _title(d: FailureDiagnosis) -> str:
     known = f"known issue `{d.known_issue}`" if d.known_issue else "no known issue matched"
+    if d.decided_by == "model":
+        known += ", learned second opinion"
     return f"{d.category} ({known}, confidence {d.confidence:.2f})"
 
 

@@ -64,6 +64,7 @@ class Rule:
     preceded_by: re.Pattern[str] | None = None
     within: int = 0
     waiver: str | None = None
+    warning: bool = False  # noise-prone: decides only when no other signature matched after it
     source: str = "builtin"
     waiver_at: str = ""  # line:col of the waiver in its file, for errors
 
@@ -142,6 +143,7 @@ def _rule(entry: Mapping[str, Any], source: str, position: Any, path: Path) -> R
         preceded_by=compiled(preceded["pattern"], ["preceded_by", "pattern"]) if preceded else None,
         within=preceded["within"] if preceded else 0,
         waiver=entry.get("waiver"),
+        warning=bool(entry.get("warning", False)),
         source=source,
         waiver_at=position(["waiver"]) if entry.get("waiver") else "",
     )
@@ -157,8 +159,8 @@ try:  # Python >= 3.11
     from re import _constants as _sre_c  # type: ignore[attr-defined]
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sre_c  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+    import sre_constants as _sre_c
+    import sre_parse as _sre_parse
 
 
 def required_literals(pattern: str) -> tuple[bytes, ...] | None:

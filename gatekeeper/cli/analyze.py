@@ -20,6 +20,7 @@ def _run(args: argparse.Namespace) -> int:
         out=args.out,
         bundle=args.bundle,
         gates=args.gates,
+        use_model=not args.no_model,
     )
     if args.out is None:
         print(report_text(diagnosis, args.format), end="")
@@ -35,4 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write the diagnosis here (atomically) instead of stdout")
     p.add_argument("--bundle", help="for an unknown failure, write a reproduction bundle into this directory")
     p.add_argument("--gates", help="gates.yaml: check the waivers known issues name, report the matching waiver")
+    p.add_argument(
+        "--no-model", action="store_true", help="signatures only: no learned second opinion when none matches"
+    )
     p.set_defaults(handler=_run)

@@ -13,6 +13,7 @@ import glob
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 from xml.parsers import expat
 
 from gatekeeper.core.budgets import open_regular
@@ -66,7 +67,7 @@ class _UnsafeXml(Exception):
     pass
 
 
-def _refuse(*_args: object) -> None:
+def _refuse(*_args: object) -> NoReturn:
     raise _UnsafeXml
 
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from gatekeeper.contract import schemas
 from gatekeeper.core import files
@@ -83,7 +83,8 @@ class Metric:
         grouped = None
         if samples is not None:
             groups = samples if samples and isinstance(samples[0], list | tuple) else [samples]
-            grouped = tuple(tuple(float(x) for x in g) for g in groups)
+            # The first element tells the shape: mypy cannot narrow a union of list types by an element.
+            grouped = tuple(tuple(float(x) for x in g) for g in cast("list[list[float]]", groups))
         if value is not None and not math.isfinite(value):
             value = None
         return cls(None if value is None else float(value), unit, better, grouped, description)

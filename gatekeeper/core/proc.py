@@ -76,8 +76,8 @@ def run(
             cwd=cwd,
             start_new_session=True,
         )
-    except OSError as err:
-        return ProcResult(argv, None, "", "", False, 0.0, start_error=err.strerror or str(err))
+    except OSError as exc:
+        return ProcResult(argv, None, "", "", False, 0.0, start_error=exc.strerror or str(exc))
     try:
         out, err = child.communicate(input=input_text, timeout=timeout)
         return ProcResult(argv, child.returncode, out, err, False, time.monotonic() - start)

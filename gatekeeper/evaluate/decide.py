@@ -10,6 +10,7 @@ import datetime as dt
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from gatekeeper.contract.junit import JUnitSummary
 from gatekeeper.contract.stage_report import StageReport
@@ -87,7 +88,8 @@ def _facts(inputs: Inputs) -> dict[str, str | None]:
 def _split_waivers(
     waivers: tuple[Waiver, ...], today: dt.date, facts: Mapping[str, str | None], environ: Mapping[str, str]
 ) -> tuple[list[Waiver], list[Waiver]]:
-    active, expired = [], []
+    active: list[Waiver] = []
+    expired: list[Waiver] = []
     for w in waivers:
         if w.when and w.when.unmet(facts, environ):
             continue
@@ -122,7 +124,7 @@ def _evaluate_gate(
     expired: list[Waiver],
     waived_checks: Mapping[str, list[WaivedCheck]],
 ) -> GateResult:
-    base = {"name": gate.name, "metric": gate.metric, "severity": gate.severity, "mode": gate.mode}
+    base: dict[str, Any] = {"name": gate.name, "metric": gate.metric, "severity": gate.severity, "mode": gate.mode}
     base |= {"rule": gate.pass_rule.text, "warn_rule": gate.warn_rule.text if gate.warn_rule else None}
     base["description"] = gate.description
     label = f"{gate.junit} {gate.metric}" if gate.junit else gate.metric

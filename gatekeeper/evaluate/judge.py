@@ -4,7 +4,7 @@ to a gate, and the Holm correction across every judged gate of one verdict."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from gatekeeper.contract.verdict import GateResult, Outcome
 from gatekeeper.evaluate.gates import Gate
@@ -29,7 +29,7 @@ def uses_judge(candidate: Resolved, baseline: Resolved) -> bool:
 def judge_gate(gate: Gate, got: Resolved, ref: Resolved, base: dict[str, Any]) -> GateResult:
     from gatekeeper.stats.compare import compare_runs
 
-    better = got.better if got.better in ("lower", "higher") else "lower"
+    better: Literal["lower", "higher"] = "higher" if got.better == "higher" else "lower"
     min_effect = gate.min_effect
     if min_effect is None:
         min_effect = abs(gate.pass_rule.number) if gate.pass_rule.relative else 0.02
@@ -83,7 +83,7 @@ def holm_adjust(results: list[GateResult]) -> list[GateResult]:
     significant after the correction becomes inconclusive.
     """
     judged = [
-        (i, r)
+        (i, r, r.comparison)
         for i, r in enumerate(results)
         if r.comparison and r.comparison.get("kind") == "body" and r.comparison.get("p_value") is not None
     ]
@@ -91,11 +91,11 @@ def holm_adjust(results: list[GateResult]) -> list[GateResult]:
         return results
     from gatekeeper.stats.compare import holm
 
-    adjusted = holm([r.comparison["p_value"] for _, r in judged])
+    adjusted = holm([c["p_value"] for _, _, c in judged])
     out = list(results)
-    for (i, r), p_adj in zip(judged, adjusted, strict=True):
-        comparison = {**r.comparison, "p_value_holm": p_adj}
-        alpha = r.comparison.get("alpha", 0.01)
+    for (i, r, c), p_adj in zip(judged, adjusted, strict=True):
+        comparison = {**c, "p_value_holm": p_adj}
+        alpha = c.get("alpha", 0.01)
         if r.outcome in (Outcome.FAIL, Outcome.WARN) and p_adj is not None and p_adj >= alpha / 2:
             out[i] = replace(
                 r,

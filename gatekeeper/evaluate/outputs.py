@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
+from typing import Any
 
 from gatekeeper.contract.stage_report import junit_bytes
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
@@ -163,10 +165,7 @@ def to_junit(v: Verdict) -> bytes:
         else:
             label = "advisory fail" if g.outcome is Outcome.FAIL else g.outcome.value
             if g.outcome is Outcome.WAIVED and g.waiver:
-                w = g.waiver
-                label = (
-                    f"waived: {w['reason']} (owner {w['owner']}, ticket {w.get('ticket') or '—'}, until {w['expires']})"
-                )
+                label = _waiver_text(g.waiver)
             case.result = [Skipped(x(f"{label}: {g.reason}"[:1000]))]
             case.system_out = detail
         suite.add_testcase(case)
@@ -181,7 +180,7 @@ def to_junit(v: Verdict) -> bytes:
     return junit_bytes(xml)
 
 
-def _waiver_text(w: dict) -> str:
+def _waiver_text(w: Mapping[str, Any]) -> str:
     return f"waived: {w['reason']} (owner {w['owner']}, ticket {w.get('ticket') or '—'}, until {w['expires']})"
 
 

@@ -124,7 +124,7 @@ def load_baselines(
 def write_outputs(verdict: Verdict, out: Path) -> None:
     """verdict.json, verdict.md, gates.junit.xml, metrics.txt; each written atomically."""
     verdict.to_dict()  # fails before anything is written if the verdict cannot be serialised
-    rendered = {
+    rendered: dict[str, str | bytes] = {
         "verdict.md": to_markdown(verdict),
         "gates.junit.xml": to_junit(verdict),
         "metrics.txt": to_metrics_txt(verdict),

@@ -268,7 +268,9 @@ def check_cuda(compute_capability: str, arch_list: Iterable[str]) -> ArchResult:
     sm = f"sm_{major}{minor}"
     if not archs:
         return ArchResult(None, compute_capability, sm, archs, message="torch reports no arch list: cannot predict")
-    sass, ptx, notes = [], [], []
+    sass: list[str] = []
+    ptx: list[str] = []
+    notes: list[str] = []
     for a in archs:
         m = _SM.match(a)
         if not m:

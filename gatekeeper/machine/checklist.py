@@ -10,7 +10,7 @@ from typing import Any
 
 from gatekeeper.machine import archcompat
 from gatekeeper.machine.facts import Fact, Parsed, gather, parse_texts
-from gatekeeper.machine.findings import Finding
+from gatekeeper.machine.findings import Finding, Severity
 from gatekeeper.machine.hygiene import hygiene_findings
 from gatekeeper.machine.probes import collect_env, versions
 from gatekeeper.machine.snapshot import Snapshot
@@ -252,7 +252,7 @@ def _tool_findings(snapshot: Snapshot, amd: bool) -> list[Finding]:
         base = name.split()[0]
         check = f"tools.{base}"
         if run.status == "timed out":
-            sev = "error" if base in ("rocminfo", "torch") else "warning"
+            sev: Severity = "error" if base in ("rocminfo", "torch") else "warning"
             out.append(Finding(check, sev, f"{name} timed out ({run.detail})", _TOOL_HINT.get(base, "")))
         elif run.status == "failed":
             sev = "error" if base == "torch" else "warning"
@@ -320,7 +320,7 @@ def diagnose(snapshot: Snapshot) -> MachineReport:
     ]
     for name, parsed in parsed_files:
         for w in getattr(parsed, "warnings", ()) or ():
-            sev = "warning" if name == "collect_env" and cenv and cenv.crashed else "info"
+            sev: Severity = "warning" if name == "collect_env" and cenv and cenv.crashed else "info"
             findings.append(Finding(f"probes.{name.split()[0]}", sev, f"{name}: {w}"))
     findings += _fact_findings(facts, snapshot.environ)
     rocm_version = next((f.value for f in facts if f.name == "ROCm version"), None)
@@ -413,7 +413,7 @@ def _arch_findings(
                 rocm_family=family,
             )
         else:
-            r = archcompat.check_cuda(cc, arch_list or [])
+            r = archcompat.check_cuda(str(cc), arch_list or [])
         label = d.get("marketing_name") or d.get("name")
         if r.compatible is None:
             reason = (

@@ -131,18 +131,20 @@ def send(
             client = WebhookClient(
                 target.webhook_url, timeout=int(max(timeout, 1)), retry_handlers=handlers, logger=_quiet_logger()
             )
-            client.timeout = timeout  # WebhookClient annotates int; urllib takes float
+            client.timeout = timeout  # type: ignore[assignment]  # WebhookClient annotates int; urllib takes float
             resp = client.send_dict(dict(message))
             if resp.status_code != 200 or (resp.body or "").strip() != "ok":
                 raise SlackSendError(redact(f"Slack webhook answered HTTP {resp.status_code}: {resp.body[:200]}"))
             return
         from slack_sdk import WebClient
 
+        if not target.channel:
+            raise SlackSendError(f"Slack ({target.describe()}): a bot token needs a channel (SLACK_CHANNEL)")
         kwargs: dict[str, Any] = {"base_url": target.base_url} if target.base_url else {}
         web = WebClient(
             token=target.token, timeout=int(max(timeout, 1)), retry_handlers=handlers, logger=_quiet_logger(), **kwargs
         )
-        web.timeout = timeout
+        web.timeout = timeout  # type: ignore[assignment]  # WebClient annotates int; urllib takes float
         web.chat_postMessage(channel=target.channel, text=message.get("text", ""), blocks=message.get("blocks"))
     except SlackSendError:
         raise

@@ -43,12 +43,12 @@ def collect_evidence(
         for ch in ("stable", "nightly")
     }
     if arch is None:
-        newest = max(
+        latest = max(
             (r for rows in history.values() for r in rows),
             key=lambda x: x[0].recorded_at or x[1].started_at,
             default=None,
         )
-        arch = newest[1].environment.arch if newest else None
+        arch = latest[1].environment.arch if latest else None
     out = {}
     for ch in ("stable", "nightly"):
         pipelines: dict[str, dict[str, Any]] = {}

@@ -86,10 +86,10 @@ def _banner(data: ReportData) -> str:
     where = ""
     ctx = v.context
     if ctx.get("tag") or ctx.get("mr_iid") or ctx.get("ref"):
-        where = ctx.get("tag") or (
+        place = ctx.get("tag") or (
             f"!{ctx['mr_iid']} into {ctx.get('target_branch')}" if ctx.get("mr_iid") else ctx.get("ref")
         )
-        where = f" · {escape(str(where))}"
+        where = f" · {escape(str(place))}"
     link = f' · <a href="{escape(ctx["pipeline_url"])}">pipeline</a>' if ctx.get("pipeline_url") else ""
     return (
         f'<div class="banner r-{escape(v.result)}"><strong>{escape(tables.headline(data))}</strong>'

@@ -128,10 +128,10 @@ def to_html(m: Matrix) -> str:
         body.append(f"<h2>Releases (from {escape(str(m.spec.path))})</h2><table><thead><tr>")
         body.append("".join(f"<th>{h}</th>" for h in ("release", "released", "EOL", "status", "CVEs", "notes")))
         body.append("</tr></thead><tbody>")
-        for row in life:
-            cls = ' class="failed"' if row[3] == "past EOL" else (' class="warn"' if row[3] == "EOL soon" else "")
+        for entry in life:
+            cls = ' class="failed"' if entry[3] == "past EOL" else (' class="warn"' if entry[3] == "EOL soon" else "")
             body.append(
-                "<tr>" + "".join(f"<td{cls if k == 3 else ''}>{escape(x)}</td>" for k, x in enumerate(row)) + "</tr>"
+                "<tr>" + "".join(f"<td{cls if k == 3 else ''}>{escape(x)}</td>" for k, x in enumerate(entry)) + "</tr>"
             )
         body.append("</tbody></table>")
     return (

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import git
 
@@ -53,7 +53,7 @@ def judge(base: Sequence[StageReport], head: Sequence[StageReport], metric: str,
             groups += [list(g) for g in m.samples]
         sides.append(groups)
     first = base[0].metrics[metric]
-    better = "higher" if first.better == "higher" else "lower"
+    better: Literal["lower", "higher"] = "higher" if first.better == "higher" else "lower"
     result = compare_runs(sides[0], sides[1], better=better, unit=first.unit, max_cv=max_cv)
     cold = [
         name

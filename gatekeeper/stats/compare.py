@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 from scipy import stats as sps
@@ -104,6 +104,15 @@ class Comparison:
         return f"{label}: {text}" if label else text
 
 
+class _Shared(TypedDict):
+    """The fields of ``Comparison`` that both answers of ``compare_runs`` take from its arguments."""
+
+    better: Literal["lower", "higher"]
+    min_effect: float
+    tail_factor: float
+    unit: str
+
+
 def compare_runs(
     baseline: Sequence[float] | Sequence[Sequence[float]],
     candidate: Sequence[float] | Sequence[Sequence[float]],
@@ -135,7 +144,7 @@ def compare_runs(
         raise ValueError("baseline and candidate need at least one non-empty process each")
     if min(x for g in b + c for x in g) <= 0:
         raise ValueError("samples must be positive (times, rates, sizes)")
-    common = {"better": better, "min_effect": min_effect, "tail_factor": tail_factor, "unit": unit}
+    common: _Shared = {"better": better, "min_effect": min_effect, "tail_factor": tail_factor, "unit": unit}
     p99 = _p99s(b, c, resamples)
     problems = _validity(
         b, c, max_cv=max_cv, baseline_cv=baseline_cv, candidate_cv=candidate_cv, min_processes=min_processes
@@ -149,7 +158,7 @@ def compare_runs(
     if problems:
         verdict = "inconclusive"
     reason = "; ".join(problems) or _body_reason(verdict, ratio, ci, min_effect)
-    return Comparison(verdict, ratio, ci, p, *tail, *p99, reason, **common)  # type: ignore[arg-type]
+    return Comparison(verdict, ratio, ci, p, *tail, *p99, reason, **common)
 
 
 def _validity(

@@ -254,7 +254,7 @@ def _interpret(
                 msg = "; ".join(d["message"] for d in done.values() if d and d["event"] == "fail")
                 results.append(CollectiveResult(coll, "failed", msg, secs, details={"timings": timings}))
             elif kinds == {"skip"}:
-                results.append(CollectiveResult(coll, "skipped", next(iter(done.values()))["message"]))  # type: ignore[index]
+                results.append(CollectiveResult(coll, "skipped", next(d for d in done.values() if d)["message"]))
             else:
                 sizes = sorted({t["bytes"] for per in timings for t in per})
                 msg = f"{world} ranks, {len(sizes)} sizes up to {sizes[-1] / (1 << 20):.3g} MiB, results exact"

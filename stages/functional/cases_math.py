@@ -26,7 +26,7 @@ def cases() -> list[Case]:
         return lambda g: (randn(g, *shape), randn(g, *shape))
 
     def one(shape: tuple[int, ...] = (41, 23), lo: float | None = None, hi: float | None = None) -> Callable:
-        if lo is None:
+        if lo is None or hi is None:
             return lambda g: (randn(g, *shape),)
         return lambda g: (uniform(g, shape, lo, hi),)
 

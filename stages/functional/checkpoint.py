@@ -94,7 +94,9 @@ def _save(model: Any, opt: Any, scaler: Any, device: str, *, steps: int, path: s
     import numpy as np
     import torch
 
-    keys, pos, has_gauss, gauss = np.random.get_state()[1:]
+    state = np.random.get_state()
+    assert isinstance(state, tuple)  # legacy=True (the default) gives the tuple: np.random's generator is MT19937
+    keys, pos, has_gauss, gauss = state[1:]
     ckpt = {
         "model": model.state_dict(),
         "optimizer": opt.state_dict(),

@@ -41,8 +41,8 @@ def model_vs_cpu(
         out = model(x.to(device=dev, dtype=dtype))
         model_loss(out).backward()
         outs = [o.detach().double().cpu() for o in flatten(out) if isinstance(o, torch.Tensor)]
-        grads = {n: (p.grad.double().cpu() if p.grad is not None else None) for n, p in model.named_parameters()}
-        runs[label] = (outs, grads)
+        param_grads = {n: (p.grad.double().cpu() if p.grad is not None else None) for n, p in model.named_parameters()}
+        runs[label] = (outs, param_grads)
 
     # A gradient that is mathematically zero (the bias of a convolution followed by batch norm) is
     # rounding noise on both sides: its cosine means nothing, and its error is measured against
@@ -60,8 +60,8 @@ def model_vs_cpu(
         return float(torch.dot(a, b) / max(na * nb, 1e-300)), rel
 
     rows = {}
-    for i, (o, r) in enumerate(zip(runs["dev"][0], runs["ref"][0], strict=True)):
-        rows[f"output[{i}]"] = compare(o, r)
+    for i, (o, ref) in enumerate(zip(runs["dev"][0], runs["ref"][0], strict=True)):
+        rows[f"output[{i}]"] = compare(o, ref)
     for n, g in runs["dev"][1].items():
         r = runs["ref"][1][n]
         if g is None or r is None:

@@ -154,8 +154,8 @@ def _run(key: str, device: str, dtypes: list[str], max_samples: int) -> dict[str
                 continue
             try:
                 got = op(dev_s.input, *dev_s.args, **dev_s.kwargs)
-            except Exception as err:
-                problems.append(f"{dname} sample {i}: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
+            except Exception as exc:
+                problems.append(f"{dname} sample {i}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
                 break
             ran += 1
             if ref_device == "none":

@@ -184,9 +184,10 @@ class CaseRunner:
         def one(i: int) -> None:
             if deadline is not None and time.monotonic() >= deadline:
                 return
-            results[i] = self.call(target, *items[i], timeout=timeout)
+            outcome = self.call(target, *items[i], timeout=timeout)
+            results[i] = outcome
             if on_done:
-                on_done(i, results[i])  # type: ignore[arg-type]
+                on_done(i, outcome)
 
         with ThreadPoolExecutor(self.size) as pool:
             list(pool.map(one, range(len(items))))

@@ -122,7 +122,7 @@ def distributed(rec: Any, plan: Plan, tally: Tally) -> dict[str, Any]:
     backend, _, note = backend_for(plan.device)
     rec.log(f"  2 ranks, {note}")
     for r in run_distributed(plan.device, seed=plan.seed, timeout=min(plan.timeout, 60.0)):
-        check = rec.record(r.name, r.status, r.message, duration_s=r.duration_s, details={"backend": backend})  # type: ignore[arg-type]
+        check = rec.record(r.name, r.status, r.message, duration_s=r.duration_s, details={"backend": backend})
         tally.add("distributed", r.name, "c10d::" + r.name.split(".")[1], check.status)
     return {"backend": note}
 
@@ -131,7 +131,7 @@ def user_cases(rec: Any, runner: CaseRunner, plan: Plan, path: Path, names: list
     items = [(str(path), n, plan.dev) for n in names]
     passed = 0
     for name, outcome in zip(names, runner.map("stages.functional.user_cases:run_user_case", items), strict=True):
-        check = rec.outcome(f"user.{name}", outcome)  # type: ignore[arg-type]
+        check = rec.outcome(f"user.{name}", outcome)
         passed += check.status == "passed"
     rate = passed / len(names)
     rec.metric("user_case_pass_rate", rate, "ratio", "higher", description=f"case_* functions of {path.name} passed")
@@ -149,7 +149,10 @@ def traced(rec: Any, runner: CaseRunner, plan: Plan) -> dict[str, Any]:
     ops = listed.value
     rec.log(f"  captured {len(ops)} distinct aten ops, {sum(ops.values())} signatures (forward + backward, train mode)")
     outcomes = runner.map("stages.functional.traced:replay_op", [(*key, op, plan.dev) for op in ops])
-    passed, failed, skipped, fallbacks, missing, drift = [], [], [], [], [], []
+    passed: list[str] = []
+    failed: list[str] = []
+    skipped: list[str] = []
+    fallbacks, missing, drift = [], [], []
     for op, outcome in zip(ops, outcomes, strict=True):
         check = _record_value(rec, f"traced.{op}", outcome)  # type: ignore[arg-type]
         {"passed": passed, "skipped": skipped}.get(check.status, failed).append(op)
@@ -231,7 +234,7 @@ def sparse(rec: Any, runner: CaseRunner, plan: Plan) -> dict[str, Any]:
     outcomes = runner.map("stages.functional.sparse:run_sparse_case", [(n, plan.dev, plan.seed) for n in names])
     failed = []
     for name, outcome in zip(names, outcomes, strict=True):
-        if rec.outcome(f"sparse.{name}", outcome).status != "passed":  # type: ignore[arg-type]
+        if rec.outcome(f"sparse.{name}", outcome).status != "passed":
             failed.append(name)
     rec.metric("sparse_pass_rate", 1 - len(failed) / len(names), "ratio", "higher")
     return {"cases": len(names), "passed": len(names) - len(failed), "failing": failed}

@@ -193,13 +193,13 @@ def replay_op(  # noqa: PLR0917 - called positionally through Worker.call
             warnings.simplefilter("always")
             try:
                 got = func(*_build(args, None, dev), **_build(kwargs, None, dev))
-            except (NotImplementedError, RuntimeError) as err:
-                text = str(err).splitlines()[0][:200]
+            except (NotImplementedError, RuntimeError) as exc:
+                text = str(exc).splitlines()[0][:200]
                 # "Could not run 'aten::x' with arguments from the 'CUDA' backend", "not implemented for
                 # 'BFloat16'", HIP's "no kernel image is available": the device lacks the op
                 low = text.lower()
                 missing = any(k in low for k in ("could not run", "not implemented", "no kernel"))
-                kind = "missing" if missing or isinstance(err, NotImplementedError) else "error"
+                kind = "missing" if missing or isinstance(exc, NotImplementedError) else "error"
                 problems.append(f"{kind}: {sig}: {text}")
                 continue
         tensors = [t for t in flatten(got) if isinstance(t, torch.Tensor)]

@@ -24,7 +24,7 @@ def discover(path: Path) -> list[str]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise InputError(
-            path, None, f"cannot read: {err.strerror or err}", "pass an existing .py file to --cases"
+            path, "", f"cannot read: {err.strerror or err}", "pass an existing .py file to --cases"
         ) from None
     try:
         tree = ast.parse(text, filename=str(path))
@@ -36,7 +36,7 @@ def discover(path: Path) -> list[str]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("case_")
     ]
     if not names:
-        raise InputError(path, None, "no top-level function named case_*", "define e.g. def case_my_layer(device): ...")
+        raise InputError(path, "", "no top-level function named case_*", "define e.g. def case_my_layer(device): ...")
     return names
 
 

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from gatekeeper.analyze import classify_logs
 from gatekeeper.analyze.classify import Classifier
+from gatekeeper.analyze.corpus import read_index, score, split_of
 from gatekeeper.analyze.diagnosis import diagnose
 from gatekeeper.analyze.rules import CATEGORIES, load_rules
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
-INDEX = [json.loads(line) for line in (LOGS / "index.jsonl").read_text().splitlines() if line.strip()]
-MIN_ACCURACY = 0.9
+INDEX = read_index(LOGS / "index.jsonl")
+# The done-when of issue 15, on the frozen test split.
+MIN_ACCURACY = 0.90
+MIN_RECALL = 0.75
+MIN_PRECISION = 0.95
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +34,77 @@ def _classify_text(rules, text: str, *, chunk_bytes: int | None = None):
     return diagnose(clf.evidence, rules)
 
 
-def test_fixture_accuracy_overall_and_per_category(rules):
-    per_cat: dict[str, list[bool]] = defaultdict(list)
-    wrong = []
-    for entry in INDEX:
-        got = classify_logs([LOGS / entry["file"]], rules=rules).category
-        per_cat[entry["category"]].append(got == entry["category"])
-        if got != entry["category"]:
-            wrong.append(f"{entry['file']}: expected {entry['category']}, got {got}")
-    table = "\n".join(f"{cat:24} {sum(v)}/{len(v)}" for cat, v in sorted(per_cat.items()))
-    print("\nper-category accuracy on tests/fixtures/logs:\n" + table)
-    total = sum(sum(v) for v in per_cat.values()) / sum(len(v) for v in per_cat.values())
-    assert total >= MIN_ACCURACY, "\n".join(wrong)
-    assert all(sum(v) / len(v) >= 0.5 for v in per_cat.values()), table
+@pytest.fixture(scope="module")
+def answers(rules):
+    """(entry, diagnosis) for every labelled log, rules + the packaged learned model as analyze runs them."""
+    return [(e, classify_logs([LOGS / e["file"]], rules=rules)) for e in INDEX]
+
+
+def _scores(answers, split):
+    pairs = [(e["category"], d.category) for e, d in answers if e["split"] == split]
+    return score(pairs, [c for c in CATEGORIES if c != "unknown"])
+
+
+def test_train_split_is_near_perfect(answers):
+    # Rules and model were written and trained on these logs: anything else is a regression.
+    s = _scores(answers, "train")
+    wrong = [
+        f"{e['file']}: {e['category']} -> {d.category}"
+        for e, d in answers
+        if e["split"] == "train" and e["category"] != d.category
+    ]
+    assert s.accuracy >= 0.98, "\n".join(wrong)
+    assert s.answered_precision >= 0.98, "\n".join(wrong)
+    assert all(c.recall >= 0.85 for c in s.categories), "\n".join(wrong)
+
+
+def _test_split_table(s):
+    return "\n".join(
+        f"{c.category:24} recall {c.recall:.2f} precision {c.precision if c.precision is None else round(c.precision, 2)}"
+        for c in s.categories
+    )
+
+
+def test_test_split_does_not_regress(answers):
+    # Measured once, after rules and model were frozen (benchmarks/README.md): top-1 0.78, precision
+    # of non-unknown answers 0.95. A change that loses held-out logs fails here. Failures name only
+    # figures, not files: improve rules on the train split, never on these.
+    s = _scores(answers, "test")
+    assert s.accuracy >= 0.75, f"top-1 {s.accuracy:.3f}\n{_test_split_table(s)}"
+    assert s.answered_precision >= 0.93, f"precision of non-unknown answers {s.answered_precision:.3f}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15 done-when not met on the frozen test split (top-1 0.78; recall of device_not_available "
+    "0.33, infra_error 0.20, no_binary_for_gpu 0.50): see benchmarks/README.md. Strict: remove this marker "
+    "when it passes.",
+)
+def test_test_split_meets_the_done_when_thresholds(answers):
+    # Frozen before any signature was tuned; never looked at when writing rules or training.
+    s = _scores(answers, "test")
+    table = _test_split_table(s)
+    assert s.accuracy >= MIN_ACCURACY, f"top-1 {s.accuracy:.3f}\n{table}"
+    assert all(c.recall >= MIN_RECALL for c in s.categories), table
+    assert s.answered_precision >= MIN_PRECISION, f"precision of non-unknown answers {s.answered_precision:.3f}"
+
+
+def test_the_split_is_the_frozen_hash_of_the_file_name():
+    assert all(e["split"] == split_of(e["file"]) for e in INDEX)
+    test = [e for e in INDEX if e["split"] == "test"]
+    assert 0.25 <= len(test) / len(INDEX) <= 0.42
+    per_cat = {c: sum(e["category"] == c for e in test) for c in {e["category"] for e in INDEX}}
+    assert min(per_cat.values()) >= 4, per_cat
+
+
+def test_every_log_is_in_the_index_once_with_provenance():
+    names = [e["file"] for e in INDEX]
+    assert len(names) == len(set(names))
+    on_disk = {p.name for p in LOGS.iterdir() if p.suffix != ".jsonl"}
+    assert on_disk == set(names)
+    assert all(e["source"] and e["signature"] for e in INDEX)
+    assert sum("url" in e and "date" in e for e in INDEX) >= 177
+    assert not list(LOGS.glob("corpus-*.jsonl"))
 
 
 def test_index_categories_are_taxonomy_ids():
@@ -190,3 +250,226 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
     assert [m.line for m in with_ac.evidence.matches["gpu-hang"]] == [
         m.line for m in plain.evidence.matches["gpu-hang"]
     ]
+
+
+# --- families of messages (issue 15): one phrasing per family, written here, not copied from a fixture
+@pytest.mark.parametrize(
+    ("text", "category", "rule"),
+    [
+        # OOM as other frameworks word it
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating 1024 bytes.\n",
+            "device_oom",
+            "device-out-of-memory",
+        ),
+        (
+            "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[8,3]\n",
+            "device_oom",
+            "device-out-of-memory",
+        ),
+        (
+            "E rocm_driver.cc:600] failed to allocate 2.0GiB from device: HIP_ERROR_OutOfMemory\n",
+            "device_oom",
+            "device-out-of-memory",
+        ),
+        (
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 10 MiB on device 1: cudaMalloc failed: out of memory\n",
+            "device_oom",
+            "device-out-of-memory",
+        ),
+        (
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`\n",
+            "device_oom",
+            "device-out-of-memory",
+        ),
+        (":1:rocdevice.cpp :2300: Video memory allocation failed!\n", "device_oom", "device-out-of-memory"),
+        (
+            "onnxruntime: Failed to allocate memory for requested buffer of size 4096\n",
+            "device_oom",
+            "device-out-of-memory",
+        ),
+        # missing code objects for an arch
+        (
+            "RuntimeError: HIP error: shared object initialization failed\n",
+            "no_binary_for_gpu",
+            "code-object-load-failed",
+        ),
+        (
+            "rocBLAS error: Could not load /opt/rocm/lib/rocblas/library/TensileLibrary_lazy_gfx1036.dat\n",
+            "no_binary_for_gpu",
+            "rocblas-tensile-no-kernels",
+        ),
+        (
+            'rocBLAS error: No Tensile solution found for { a_type: "bf16_r" }\n',
+            "no_binary_for_gpu",
+            "rocblas-tensile-no-kernels",
+        ),
+        (
+            "Error: The program ISA amdgcn-amd-amdhsa--gfx90a is not compatible with the device ISA amdgcn-amd-amdhsa--gfx1100\n",
+            "no_binary_for_gpu",
+            "hip-no-binary-for-gpu",
+        ),
+        (
+            "ggml_cuda_compute_forward: ROCm error: device kernel image is invalid\n",
+            "no_binary_for_gpu",
+            "hip-no-binary-for-gpu",
+        ),
+        # device initialisation
+        (
+            "E rocm_driver.cc:200] failed call to hipInit: HIP_ERROR_NoDevice\n",
+            "device_not_available",
+            "device-not-visible",
+        ),
+        (":1:rocdevice.cpp :470 : hsa_init failed with 4104\n", "device_not_available", "device-not-visible"),
+        (
+            "[    3.1] amdgpu 0000:03:00.0: amdgpu: probe of 0000:03:00.0 failed with error -22\n",
+            "device_not_available",
+            "device-not-visible",
+        ),
+        ("RuntimeError: no CUDA-capable device is detected\n", "device_not_available", "device-not-visible"),
+        # hangs reported by harnesses
+        ("Error: The action 'Run tests' has timed out after 120 minutes.\n", "gpu_hang_or_timeout", "test-timeout"),
+        ("12/40 Test #12: rocfft.small_2d .........***Timeout 1500.02 sec\n", "gpu_hang_or_timeout", "test-timeout"),
+        (
+            "subprocess.TimeoutExpired: Command '['./bench']' timed out after 600 seconds\n",
+            "gpu_hang_or_timeout",
+            "test-timeout",
+        ),
+        ("Timeout (0:10:00)!\n", "gpu_hang_or_timeout", "test-timeout"),
+        (
+            "#2  0x00007f in rocr::core::InterruptSignal::WaitRelaxed(...) () from libhsa-runtime64.so\n",
+            "gpu_hang_or_timeout",
+            "blocked-in-gpu-wait",
+        ),
+        # device faults
+        (
+            "amdgpu 0000:0c:00.0: amdgpu: [mmhub1] retry page fault (src_id:0 ring:0 vmid:4)\n",
+            "illegal_memory_access",
+            "gpu-memory-access-fault",
+        ),
+        (
+            "Loss.hip:240: nll_loss_forward: Device-side assertion `t >= 0 && t < n_classes' failed.\n",
+            "illegal_memory_access",
+            "device-side-assert",
+        ),
+        # MIOpen kernel loads
+        (
+            "MIOpen(HIP): Error [x] hipoc_program.cpp:300: Failed creating module from file /tmp/miopen-k/x.o\n",
+            "miopen_error",
+            "miopen-kernel-load",
+        ),
+        # multi-node collectives
+        (
+            "node3:77:90 [1] transport/net_ib.cc:700 NCCL WARN NET/IB : Got completion with error 12, opcode 0\n",
+            "collective_comm_error",
+            "collective-failure",
+        ),
+        (
+            "RuntimeError: ... store->get('0') got error: Connection reset by peer\n",
+            "collective_comm_error",
+            "collective-failure",
+        ),
+        # library loading and versions
+        (
+            "OSError: libMIOpen.so.1: cannot open shared object file: No such file or directory (while loading plugin)\n",
+            "library_mismatch",
+            "shared-library-missing",
+        ),
+        (
+            "ImportError: DLL load failed while importing _C: The specified module could not be found.\n",
+            "library_mismatch",
+            "shared-library-missing",
+        ),
+        (
+            "RuntimeError: Detected that PyTorch and torchvision were compiled with different CUDA major versions.\n",
+            "library_mismatch",
+            "shared-library-missing",
+        ),
+        # compiler and code generation
+        ("clang++: error: unsupported option '--offload-arch=gfx9999'\n", "compile_error", "compiler-diagnostic"),
+        (
+            "kernel.hip:12:5: error: no matching function for call to 'atomicAdd'\n",
+            "compile_error",
+            "compiler-diagnostic",
+        ),
+        ('src/op.cu(45): error: identifier "__shfl_sync" is undefined\n', "compile_error", "compiler-diagnostic"),
+        ("LLVM ERROR: Cannot select: intrinsic %llvm.amdgcn.mfma\n", "compile_error", "compiler-diagnostic"),
+        ("torch._inductor.exc.CppCompileError: C++ compile error\n", "compile_error", "compiler-diagnostic"),
+        (
+            "ld.lld: error: undefined symbol: hipLaunchKernel\n",
+            "compile_error",
+            "link-error",
+        ),  # a link error, not a mismatch
+        # numerical mismatches from library self-tests
+        (
+            "The difference between hA[j] and hB[j] is 0.5, which exceeds 1e-3, where\n",
+            "numerical_mismatch",
+            "tensors-not-close",
+        ),
+        ("Mismatch at 17: 3.25 != 3.5\n", "numerical_mismatch", "tensors-not-close"),
+        ("Backward Convolution Data FAILED: 0.25 > 1e-06\n", "numerical_mismatch", "tensors-not-close"),
+        ("AssertionError: \nArrays are not almost equal to 6 decimals\n", "numerical_mismatch", "tensors-not-close"),
+        (
+            "test/gemm.cpp:88: Failure\nExpected equality of these values:\n  ref\n",
+            "numerical_mismatch",
+            "self-test-equality",
+        ),
+        # native crashes in other words
+        ("==77==ERROR: AddressSanitizer: SEGV on unknown address 0x000000000010\n", "segfault", "segmentation-fault"),
+        ("trainer-1 exited with code 139\n", "segfault", "segmentation-fault"),
+        ("Windows fatal exception: access violation\n", "segfault", "segmentation-fault"),
+        ("Illegal instruction (core dumped)\n", "segfault", "segmentation-fault"),
+        ("munmap_chunk(): invalid pointer\n", "segfault", "native-abort"),
+        # infrastructure
+        (
+            "The self-hosted runner: gpu-7 lost communication with the server. Verify the machine is running.\n",
+            "infra_error",
+            "runner-system-failure",
+        ),
+        ("##[error]Process completed with exit code 137.\n", "infra_error", "host-oom-killed"),
+        (
+            "RuntimeError: DataLoader worker (pid 12) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory.\n",
+            "infra_error",
+            "shared-memory-exhausted",
+        ),
+        (
+            "docker: error pulling image configuration: net/http: TLS handshake timeout.\n",
+            "infra_error",
+            "runner-system-failure",
+        ),
+    ],
+)
+def test_families_of_messages(rules, text, category, rule):
+    d = _classify_text(rules, text)
+    assert (d.category, d.known_issue) == (category, rule)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\nNCCL INFO NET/IB : No device found.\n",
+        "MIOpen(HIP): Warning [IsEnoughWorkspace] Solver <GemmFwdRest>, workspace required: 0\n",
+        "Process completed with exit code 0.\nexit 13\n",
+        "rocBLAS info: using Tensile library for gfx90a\n",
+        "step 10 | timeout=300 s | memory 4.1 GiB\n",
+    ],
+)
+def test_family_patterns_do_not_fire_on_harmless_lines(rules, text):
+    assert _classify_text(rules, text).category == "unknown"
+
+
+def test_a_warning_signature_loses_to_a_later_error(rules):
+    warn = "MIOpen(HIP): Warning [SQLiteBase] Missing system database file: gfx1031_20.kdb Performance may degrade.\n"
+    assert _classify_text(rules, warn).category == "miopen_error"
+    # The segfault signature ranks below the MIOpen warning (30 < 35): only the order decides.
+    later = _classify_text(rules, warn + "step 3\nSegmentation fault (core dumped)\n")
+    assert later.category == "segfault"
+    assert {s["rule"] for s in later.also_seen} == {"miopen-database-warning"}
+    # Noise after the crash does not supersede it either way: the warning is the last line here.
+    before = _classify_text(rules, "Segmentation fault (core dumped)\n" + warn)
+    assert before.category == "miopen_error"
+
+
+def test_a_non_warning_signature_is_not_demoted_by_later_lines(rules):
+    log = "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!\nSegmentation fault\n"
+    assert _classify_text(rules, log).category == "no_binary_for_gpu"

@@ -255,3 +255,16 @@ def test_a_blocked_device_gate_is_diagnosed_from_the_verdict(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["category"] == "device_not_available"
     assert any(c["name"] == "device-required" for c in doc["failed_checks"])
+
+
+def test_learned_second_opinion_in_the_output_and_no_model_switches_it_off(capsys):
+    log = LOGS / "gpu_hang_or_timeout__therock-pr4459-gfx1150-hipcc-check-hang.log"  # train split, no signature
+    assert main(["analyze", str(log), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["category"], out["decided_by"], out["known_issue"]) == ("gpu_hang_or_timeout", "model", None)
+    assert out["model"]["probability"] >= out["model"]["threshold"]
+    assert main(["analyze", str(log), "--format", "text"]) == 0
+    assert "learned second opinion" in capsys.readouterr().out
+    assert main(["analyze", str(log), "--format", "json", "--no-model"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["category"], out["decided_by"], out["model"]) == ("unknown", "none", None)

@@ -145,6 +145,14 @@ def test_bot_token_posts_to_chat_post_message(tmp_path):
     assert body["blocks"][0]["type"] == "header"
 
 
+def test_bot_token_without_channel_is_refused_before_any_request():
+    with FakeServer(default=Reply(200, {"ok": True, "ts": "1.2"})) as srv:
+        target = SlackTarget(token="xoxb-0000-secret-bot-token", base_url=f"{srv.url}/api/")
+        with pytest.raises(SlackSendError, match="a bot token needs a channel"):
+            send({"text": "hi"}, target, retries=0)
+    assert srv.seen == []
+
+
 def test_not_configured_says_so_and_exits_0(tmp_path):
     lines: list[str] = []
     assert _run(tmp_path, {}, lines) == 0

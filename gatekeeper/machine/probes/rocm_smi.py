@@ -232,7 +232,7 @@ def _parse_sections(lines: list[str], b: _Builder) -> bool:
 
 def _json_objects(text: str) -> list[tuple[dict[str, Any] | None, str]]:
     """Each top-level JSON object in the text; (None, fragment) for one that is cut."""
-    out = []
+    out: list[tuple[dict[str, Any] | None, str]] = []
     decoder = json.JSONDecoder()
     pos = 0
     while True:
@@ -267,11 +267,11 @@ def _parse_json(text: str, b: _Builder, warnings: list[str]) -> tuple[bool, str 
                 driver = value.get("Driver version") or driver
                 lib = value.get("ROCM-SMI-LIB version") or value.get("ROCm-SMI-LIB version") or lib
                 continue
-            m = re.match(r"^card(\d+)$", key)
-            if not m or not isinstance(value, dict):
+            card = re.match(r"^card(\d+)$", key)
+            if not card or not isinstance(value, dict):
                 continue
             seen = True
-            index = int(m.group(1))
+            index = int(card.group(1))
             b.get(index)
             for k, v in value.items():
                 _apply_key(b, index, k, str(v))

@@ -44,8 +44,8 @@ class RocmVersion:
 
 
 def _split(version: str) -> tuple[int | None, int | None, int | None]:
-    nums = [int(x) for x in re.findall(r"\d+", version.split("-", maxsplit=1)[0])[:3]]
-    nums += [None] * (3 - len(nums))  # type: ignore[list-item]
+    nums: list[int | None] = [int(x) for x in re.findall(r"\d+", version.split("-", maxsplit=1)[0])[:3]]
+    nums += [None] * (3 - len(nums))
     return nums[0], nums[1], nums[2]
 
 
