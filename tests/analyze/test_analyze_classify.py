@@ -66,19 +66,20 @@ def _test_split_table(s):
 
 
 def test_test_split_does_not_regress(answers):
-    # Measured once, after rules and model were frozen (benchmarks/README.md): top-1 0.78, precision
-    # of non-unknown answers 0.95. A change that loses held-out logs fails here. Failures name only
-    # figures, not files: improve rules on the train split, never on these.
+    # Measured once per round, after rules and model were frozen (benchmarks/README.md). Second round
+    # (300 logs, 97 in the test split): top-1 0.85, precision of non-unknown answers 0.96 (first
+    # round, 74 test logs: 0.78 / 0.95). A change that loses held-out logs fails here. Failures name
+    # only figures, not files: improve rules on the train split, never on these.
     s = _scores(answers, "test")
-    assert s.accuracy >= 0.75, f"top-1 {s.accuracy:.3f}\n{_test_split_table(s)}"
-    assert s.answered_precision >= 0.93, f"precision of non-unknown answers {s.answered_precision:.3f}"
+    assert s.accuracy >= 0.82, f"top-1 {s.accuracy:.3f}\n{_test_split_table(s)}"
+    assert s.answered_precision >= 0.94, f"precision of non-unknown answers {s.answered_precision:.3f}"
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 15 done-when not met on the frozen test split (top-1 0.78; recall of device_not_available "
-    "0.33, infra_error 0.20, no_binary_for_gpu 0.50): see benchmarks/README.md. Strict: remove this marker "
-    "when it passes.",
+    reason="issue 15 done-when not met on the frozen test split (second round, 97 logs: top-1 0.85; recall of "
+    "no_binary_for_gpu 0.57, infra_error 0.64): see benchmarks/README.md. Strict: remove this marker when it "
+    "passes.",
 )
 def test_test_split_meets_the_done_when_thresholds(answers):
     # Frozen before any signature was tuned; never looked at when writing rules or training.
@@ -103,7 +104,7 @@ def test_every_log_is_in_the_index_once_with_provenance():
     on_disk = {p.name for p in LOGS.iterdir() if p.suffix != ".jsonl"}
     assert on_disk == set(names)
     assert all(e["source"] and e["signature"] for e in INDEX)
-    assert sum("url" in e and "date" in e for e in INDEX) >= 177
+    assert sum("url" in e and "date" in e for e in INDEX) >= 256
     assert not list(LOGS.glob("corpus-*.jsonl"))
 
 
@@ -437,6 +438,71 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
             "infra_error",
             "runner-system-failure",
         ),
+        # issue 15, second round: the families the grown corpus showed (phrasings written here)
+        (
+            "Error response from daemon: manifest for rocm/pytorch:nightly not found\n",
+            "infra_error",
+            "runner-system-failure",
+        ),
+        ("c++: fatal error: Killed signal terminated program cc1plus\n", "infra_error", "host-oom-killed"),
+        ("virtual memory exhausted: Cannot allocate memory\n", "infra_error", "host-oom-killed"),
+        ("Last State: Terminated, Reason: OOMKilled\n", "infra_error", "host-oom-killed"),
+        (
+            "WARNING: Retrying (Retry(total=1)) after connection broken by 'NewConnectionError(...)': /simple/numpy/\n",
+            "infra_error",
+            "network-unreachable",
+        ),
+        ("curl: (28) Operation timed out after 30001 milliseconds\n", "infra_error", "network-unreachable"),
+        ("npm ERR! errno ETIMEDOUT\n", "infra_error", "network-unreachable"),
+        (
+            "ERROR: HTTP error 503 while getting https://example.org/whl/torch.whl\n",
+            "infra_error",
+            "network-unreachable",
+        ),
+        (
+            "The job running on agent gpu-3 ran longer than the maximum time of 60 minutes.\n",
+            "infra_error",
+            "ci-job-timeout",
+        ),
+        ("Too long with no output (exceeded 10m0s): context deadline exceeded\n", "infra_error", "ci-job-timeout"),
+        (
+            "No output has been received in the last 10m0s, this potentially indicates a stalled build\n",
+            "infra_error",
+            "ci-job-timeout",
+        ),
+        ("Cancelling nested steps due to timeout\n", "infra_error", "ci-job-timeout"),
+        ("Error: Failed to CreateArtifact: Unable to make request\n", "infra_error", "ci-artifact-transfer-failed"),
+        (
+            'ERROR: Uploading artifacts as "archive" to coordinator... too large archive\n',
+            "infra_error",
+            "ci-artifact-transfer-failed",
+        ),
+        (
+            "amdgpu_device_initialize: amdgpu_query_info(ACCEL_WORKING) failed (-13)\n",
+            "device_not_available",
+            "device-not-visible",
+        ),
+        ("hsa api call failure at: /src/rocminfo/rocminfo.cc:1200\n", "device_not_available", "device-not-visible"),
+        (
+            "ERROR:root:Driver not initialized (amdgpu not found in modules)\n",
+            "device_not_available",
+            "device-not-visible",
+        ),
+        (
+            'docker: Error response from daemon: error gathering device information while adding custom device "/dev/dri/renderD128": not a device node.\n',
+            "device_not_available",
+            "device-not-visible",
+        ),
+        (
+            'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].\n',
+            "device_not_available",
+            "device-not-visible",
+        ),
+        (
+            "kernel: python[811]: segfault at 8 ip 00007f00aa11 sp 00007ffd0c20 error 4 in libhsa-runtime64.so\n",
+            "segfault",
+            "segmentation-fault",
+        ),
     ],
 )
 def test_families_of_messages(rules, text, category, rule):
@@ -452,6 +518,11 @@ def test_families_of_messages(rules, text, category, rule):
         "Process completed with exit code 0.\nexit 13\n",
         "rocBLAS info: using Tensile library for gfx90a\n",
         "step 10 | timeout=300 s | memory 4.1 GiB\n",
+        'Uploading artifacts as "archive" to coordinator... 201 Created\n',
+        "Artifact report.zip successfully finalized. Artifact ID 6028048653\n",
+        "amdgpu_device_initialize: using render node /dev/dri/renderD128\n",
+        "pip: connect timeout set to 15 s (PIP_TIMEOUT); retries 5\n",
+        "Killed 3 stale containers; virtual memory 12 GiB free\n",
     ],
 )
 def test_family_patterns_do_not_fire_on_harmless_lines(rules, text):
