@@ -9,6 +9,7 @@ them), ``log-excerpt.txt``, ``analysis.json`` and a README.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -16,44 +17,60 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.analyze import repro_rules
 from gatekeeper.analyze.diagnosis import FailedCheck, FailureDiagnosis
 from gatekeeper.core import files, proc
 from gatekeeper.core.redact import redact, redact_env
 
-__all__ = ["DOCTOR_TIMEOUT_S", "repro_cases", "write_bundle"]
+__all__ = ["DOCTOR_TIMEOUT_S", "repro_cases", "repro_script", "write_bundle"]
 
 DOCTOR_TIMEOUT_S = 120.0
 
-_REPRO = '''\
+_REPRO_HEAD = '''\
 """Reproduce the failing checks recorded by gatekeeper (generated; edit freely).
 
 Runs each case on the GPU when torch sees one (else the CPU) and compares with
 a CPU float64 reference. Usage: python repro.py
+
+Only ATen operators (through torch.ops.aten) and a fixed table of public torch
+functions are called, with bounded shapes and known dtypes: cases.json comes
+from the artifacts, and the rules below refuse anything else in it.
 """
+'''
+
+_REPRO_MAIN = '''
 
 import json
 import pathlib
 
 import torch
 
-CASES = json.loads(pathlib.Path(__file__).with_name("cases.json").read_text())
-DTYPES = {"bool": torch.bool, "half": torch.float16, "float": torch.float32, "double": torch.float64}
+DTYPE_OF = {
+    "bool": torch.bool, "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
+    "int64": torch.int64, "float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
+    "float32": torch.float32, "float": torch.float32, "float64": torch.float64, "double": torch.float64,
+    "complex64": torch.complex64,
+}
+
+
+def shown(text):
+    return ascii(str(text))[1:-1][:120]
 
 
 def resolve(op):
-    """'aten.add.Tensor', 'torch.add', 'torch.nn.functional.conv2d' or 'add' -> a callable."""
+    """An op that passed refusal(): 'aten.add.Tensor' through torch.ops.aten, else a listed public function."""
     if op.startswith("aten."):
-        packet = getattr(torch.ops.aten, op.split(".")[1])
-        overload = op.split(".")[2] if op.count(".") >= 2 else "default"
-        return getattr(packet, overload)
+        parts = op.split(".")
+        packet = getattr(torch.ops.aten, parts[1])
+        return getattr(packet, parts[2] if len(parts) > 2 else "default")
     target = torch
-    for part in op.removeprefix("torch.").split("."):
+    for part in op.split(".")[1:]:
         target = getattr(target, part)
     return target
 
 
 def make(shape, dtype, device):
-    dt = DTYPES.get(dtype) or getattr(torch, dtype.removeprefix("torch."))
+    dt = DTYPE_OF[dtype]
     if dt.is_floating_point or dt.is_complex:
         return torch.randn(shape, dtype=dt, device=device)
     if dt == torch.bool:
@@ -64,9 +81,16 @@ def make(shape, dtype, device):
 def main():
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"torch {torch.__version__} hip={torch.version.hip} cuda={torch.version.cuda} device={device}")
+    cases = json.loads(pathlib.Path(__file__).with_name("cases.json").read_text())
     failures = 0
-    for case in CASES:
-        torch.manual_seed(case["seed"])
+    for case in cases if isinstance(cases, list) else [cases]:
+        check = shown(case.get("check", "?") if isinstance(case, dict) else "?")
+        reason = refusal(case)
+        if reason is not None:
+            failures += 1
+            print(f"{check}: refused: {reason}")
+            continue
+        torch.manual_seed(case.get("seed", 0))
         fn = resolve(case["op"])
         inputs = [make(s, d, "cpu") for s, d in zip(case["shapes"], case["dtypes"])]
         kwargs = case.get("kwargs", {})
@@ -75,12 +99,12 @@ def main():
             ref = fn(*[x.double() if x.is_floating_point() else x for x in inputs], **kwargs)
             if isinstance(got, torch.Tensor) and got.is_floating_point():
                 err = (got.double().cpu() - ref).abs().max().item()
-                print(f"{case['check']}: {case['op']} max abs error vs CPU float64 = {err:.3g}")
+                print(f"{check}: {case['op']} max abs error vs CPU float64 = {err:.3g}")
             else:
-                print(f"{case['check']}: {case['op']} ran")
+                print(f"{check}: {case['op']} ran")
         except Exception as exc:  # report every case, then fail
             failures += 1
-            print(f"{case['check']}: {case['op']} raised {type(exc).__name__}: {exc}")
+            print(f"{check}: {case['op']} raised {type(exc).__name__}: {shown(exc)}")
     raise SystemExit(1 if failures else 0)
 
 
@@ -89,17 +113,40 @@ if __name__ == "__main__":
 '''
 
 
+def _shown(text: object) -> str:
+    """``text`` as one line of ASCII: a hostile name cannot end a comment in repro.py."""
+    return ascii(str(text))[1:-1][:160]
+
+
+def repro_script(refused: Sequence[tuple[str, str, object]] = ()) -> str:
+    """repro.py: the rules module verbatim, then the runner; refused cases as comments, never as code."""
+    rules = inspect.getsource(repro_rules).split("\nimport re\n", 1)[1]
+    notes = "".join(f"# not run: {_shown(check)}: {reason} (op {_shown(op)})\n" for check, reason, op in refused)
+    return _REPRO_HEAD + notes + "\nimport re\n" + rules + _REPRO_MAIN
+
+
 def repro_cases(checks: Sequence[FailedCheck]) -> list[dict[str, Any]]:
-    """Failing checks whose details name an op, with shapes and dtypes normalised."""
-    cases = []
+    """Failing checks whose details name an allowed op with bounded inputs, shapes and dtypes normalised."""
+    return _split_cases(checks)[0]
+
+
+def _split_cases(checks: Sequence[FailedCheck]) -> tuple[list[dict[str, Any]], list[tuple[str, str, object]]]:
+    cases, refused = [], []
     for check in checks:
         case = _case(check.details)
-        if case is not None:
-            cases.append({"check": f"{check.stage}/{check.name}", **case})
-    return cases
+        if case is None:
+            continue
+        case = {"check": f"{check.stage}/{check.name}", **case}
+        reason = repro_rules.refusal(case)
+        if reason is None:
+            cases.append(case)
+        else:
+            refused.append((case["check"], reason, case.get("op")))
+    return cases, refused
 
 
 def _case(details: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The case a check's details describe (not yet checked against the rules); None when they name no op."""
     op = details.get("op")
     if not isinstance(op, str) or not op:
         return None
@@ -117,9 +164,9 @@ def _case(details: Mapping[str, Any]) -> dict[str, Any] | None:
         "op": op,
         "shapes": shapes,
         "dtypes": [str(d).removeprefix("torch.") for d in dtypes],
-        "seed": int(details.get("seed", 0)),
+        "seed": details.get("seed", 0),
     }
-    if isinstance(details.get("kwargs"), dict):
+    if "kwargs" in details:
         case["kwargs"] = details["kwargs"]
     return case
 
@@ -133,15 +180,17 @@ def write_bundle(directory: str | Path, diagnosis: FailureDiagnosis, *, capture_
     directory = Path(directory)
     notes = [f"gatekeeper reproduction bundle: category {diagnosis.category}", ""]
     notes.append(_environment(directory, capture_environment))
-    cases = repro_cases(diagnosis.failed_checks)
+    cases, refused = _split_cases(diagnosis.failed_checks)
     if cases:
         files.write_json(directory / "cases.json", cases)
-        files.atomic_write(directory / "repro.py", _REPRO)
+        files.atomic_write(directory / "repro.py", repro_script(refused))
         notes.append(
             f"repro.py: {len(cases)} failing check(s) with recorded op/shapes/dtypes/seed; run python repro.py"
         )
     else:
-        notes.append("repro.py: not written - no failing check recorded op, shapes and dtypes in its details")
+        notes.append("repro.py: not written - no failing check recorded an allowed op, shapes and dtypes")
+    if refused:
+        notes.append(f"repro.py: {len(refused)} case(s) not run (op or inputs outside the allow-list)")
     files.atomic_write(directory / "log-excerpt.txt", redact("\n".join(diagnosis.excerpt) + "\n"))
     files.atomic_write(directory / "analysis.json", redact(json.dumps(diagnosis.to_dict(), indent=2)) + "\n")
     notes += ["log-excerpt.txt: matched lines with context and the tail of each log", "analysis.json: the diagnosis"]

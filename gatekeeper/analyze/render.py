@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from gatekeeper.analyze.diagnosis import FailureDiagnosis
+from gatekeeper.core.escape import md_code_block, md_code_span, md_link, md_text, terminal
 
 __all__ = ["FORMATS", "render"]
 
@@ -18,7 +19,7 @@ def render(diagnosis: FailureDiagnosis, fmt: str) -> str:
     if fmt == "md":
         return _markdown(diagnosis)
     if fmt == "text":
-        return _text(diagnosis)
+        return terminal(_text(diagnosis))  # log lines may carry escape sequences: shown, never interpreted
     raise ValueError(f"unknown format {fmt!r}")
 
 
@@ -29,31 +30,38 @@ def _title(d: FailureDiagnosis) -> str:
     return f"{d.category} ({known}, confidence {d.confidence:.2f})"
 
 
+def _md_title(d: FailureDiagnosis) -> str:
+    known = f"known issue {md_code_span(d.known_issue)}" if d.known_issue else "no known issue matched"
+    return f"{md_text(d.category)} ({known}, confidence {d.confidence:.2f})"
+
+
 def _markdown(d: FailureDiagnosis) -> str:
-    out = [f"### Failure analysis: {_title(d)}", "", d.explanation, ""]
+    # Logs, check names and messages come from the code under test: every piece is escaped for GitLab markdown.
+    out = [f"### Failure analysis: {_md_title(d)}", "", md_text(d.explanation), ""]
     if d.waiver:
-        out += [f"Waiver: {_waiver_text(d)}", ""]
+        out += [f"Waiver: {md_text(_waiver_text(d))}", ""]
     if d.remediation:
-        out += ["**What to try**", ""] + [f"{i}. {step}" for i, step in enumerate(d.remediation, 1)] + [""]
+        out += ["**What to try**", ""] + [f"{i}. {md_text(step)}" for i, step in enumerate(d.remediation, 1)] + [""]
     if d.matches:
-        out += ["**Evidence**", "", "```"]
-        for m in d.matches[:_SHOWN]:
-            out.append(f"{m.source}:{m.line} [{m.rule}] {m.text}")
-        out += ["```", ""]
+        evidence = [f"{m.source}:{m.line} [{m.rule}] {m.text}" for m in d.matches[:_SHOWN]]
+        out += ["**Evidence**", "", md_code_block(evidence), ""]
     if d.failed_checks:
         out += ["**Failed checks**", ""]
-        out += [f"- `{c.stage}/{c.name}` {c.status}: {_one_line(c.message)}" for c in d.failed_checks[:10]]
+        out += [
+            f"- {md_code_span(f'{c.stage}/{c.name}')} {md_text(c.status)}: {md_text(_one_line(c.message))}"
+            for c in d.failed_checks[:10]
+        ]
         out.append("")
     if d.environment:
         env = ", ".join(f"{k}={v}" for k, v in d.environment.items())
-        out += [f"**Environment**: {env}", ""]
+        out += [f"**Environment**: {md_text(env)}", ""]
     if d.also_seen:
         seen = ", ".join(f"{s['category']} ({s['rule']}, {s['lines']} lines)" for s in d.also_seen)
-        out += [f"Also seen (consequences or noise): {seen}", ""]
+        out += [f"Also seen (consequences or noise): {md_text(seen)}", ""]
     if d.links:
-        out += ["Links: " + " · ".join(f"<{link}>" for link in d.links), ""]
+        out += ["Links: " + " · ".join(md_link(link, link) for link in d.links), ""]
     if d.bundle:
-        out += [f"Reproduction bundle: `{d.bundle}`", ""]
+        out += [f"Reproduction bundle: {md_code_span(d.bundle)}", ""]
     return "\n".join(out)
 
 

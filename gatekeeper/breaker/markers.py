@@ -9,6 +9,7 @@ from the artifacts, only from the state directory.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -22,6 +23,7 @@ __all__ = [
     "MARKER_SCHEMA",
     "MARKER_SUFFIX",
     "diagnosis_from_artifacts",
+    "file_stem",
     "marker_problem",
     "open_markers",
     "upstream_failure",
@@ -30,6 +32,12 @@ __all__ = [
 
 
 MARKER_SUFFIX = ".breaker.json"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def file_stem(job: str) -> str:
+    """A job name as one file name inside the artifacts: "../x" or "a/b" cannot leave the directory."""
+    return _UNSAFE.sub("_", job).lstrip(".") or "_"
 
 
 def upstream_failure(artifacts: Path, after: Sequence[str]) -> str | None:
@@ -40,7 +48,7 @@ def upstream_failure(artifacts: Path, after: Sequence[str]) -> str | None:
     decide here, from their own channel's artifacts, whether to go on.
     """
     for stage in after:
-        path = artifacts / f"{stage}.json"
+        path = artifacts / f"{file_stem(stage)}.json"
         if not path.is_file():
             return f"{stage} wrote no report"
         try:
@@ -61,7 +69,8 @@ def write_marker(artifacts: str | None, channel: str, job: str, message: str, en
     if artifacts:
         doc = {"schema": MARKER_SCHEMA, "channel": channel, "job": job, "message": message}
         files.write_json(
-            Path(artifacts) / f"{job}{MARKER_SUFFIX}", {**doc, "pipeline_id": environ.get("CI_PIPELINE_ID") or None}
+            Path(artifacts) / f"{file_stem(job)}{MARKER_SUFFIX}",
+            {**doc, "pipeline_id": environ.get("CI_PIPELINE_ID") or None},
         )
 
 
@@ -74,7 +83,7 @@ def open_markers(artifacts: Path, job: str, channel: str, environ: Mapping[str, 
     warnings: list[str] = []
     pipeline = environ.get("CI_PIPELINE_ID") or None
     for path in sorted(artifacts.glob(f"*{MARKER_SUFFIX}")):
-        if path.name == f"{job}{MARKER_SUFFIX}":
+        if path.name == f"{file_stem(job)}{MARKER_SUFFIX}":
             continue  # our own marker from an earlier attempt of this job
         try:
             doc = files.read_json(path, what="breaker marker")
@@ -106,7 +115,7 @@ def marker_problem(doc: object, path: Path, channel: str, pipeline: str | None) 
 
 def diagnosis_from_artifacts(artifacts: Path, job: str) -> str | None:
     """The failed checks of the job's stage report, as one short line."""
-    path = artifacts / f"{job}.json"
+    path = artifacts / f"{file_stem(job)}.json"
     if not path.is_file():
         return f"{job} wrote no report (crashed or timed out before writing {path.name})"
     try:

@@ -140,7 +140,37 @@ def _load(path: Path, channel: str, job: str) -> BreakerState:
         raise InputError(
             path, "schema", f"not a {STATE_SCHEMA} state file", "delete it or run 'gatekeeper breaker reset'"
         )
+    _check_types(doc, path)
     return BreakerState.from_dict(doc)
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "channel": (str,),
+    "job": (str,),
+    "state": (str,),
+    "consecutive_failures": (int,),
+    "opened_at": (str, type(None)),
+    "probe_started_at": (str, type(None)),
+    "last_failure_at": (str, type(None)),
+    "last_diagnosis": (str, type(None)),
+    "last_job_url": (str, type(None)),
+    "history": (list,),
+}
+
+
+def _check_types(doc: Mapping[str, Any], path: Path) -> None:
+    """A state file is read back from a cache anyone with a job could write: wrong types are bad input."""
+    for name, kinds in _FIELD_TYPES.items():
+        value = doc.get(name)
+        if name in doc and (not isinstance(value, kinds) or isinstance(value, bool)):
+            raise InputError(
+                path, name, f"expected {' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__}",
+                "delete the file or run 'gatekeeper breaker reset'",
+            )  # fmt: skip
+    if doc.get("state", "closed") not in ("closed", "open", "half_open"):
+        raise InputError(path, "state", f"unknown state {str(doc['state'])[:20]!r}", "delete the file")
+    if not all(isinstance(e, dict) for e in doc.get("history", [])):
+        raise InputError(path, "history", "expected a list of events", "delete the file")
 
 
 def _save(path: Path, state: BreakerState) -> None:
@@ -151,8 +181,11 @@ def _iso(t: dt.datetime) -> str:
     return t.isoformat(timespec="seconds")
 
 
-def _parse_time(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text)
+def _parse_time(text: str, path: Path, field: str) -> dt.datetime:
+    """Aware UTC; a naive or garbled time in the state file is bad input (exit 2), not a crash."""
+    from gatekeeper.core.budgets import aware_utc
+
+    return aware_utc(text, path=path, where=field, hint="delete the file or run 'gatekeeper breaker reset'")
 
 
 # ---------------------------------------------------------------- transitions
@@ -172,8 +205,8 @@ def check(directory: Path, channel: str, job: str, config: BreakerConfig, *, now
                 f"breaker closed for {channel}/{job} ({st.consecutive_failures} "
                 f"consecutive failure(s) of {config.failures} allowed)",
             )
-        opened = _parse_time(st.opened_at) if st.opened_at else t
-        probe_since = _parse_time(st.probe_started_at) if st.probe_started_at else None
+        opened = _parse_time(st.opened_at, path, "opened_at") if st.opened_at else t
+        probe_since = _parse_time(st.probe_started_at, path, "probe_started_at") if st.probe_started_at else None
         # A probe that never recorded its result (job killed) must not wedge the breaker.
         probe_running = probe_since is not None and (t - probe_since).total_seconds() < config.cooldown_s
         waited = (t - opened).total_seconds()

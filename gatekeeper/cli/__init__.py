@@ -20,7 +20,9 @@ from types import ModuleType
 
 from gatekeeper import __version__
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import terminal
 from gatekeeper.core.exitcodes import ExitCode
+from gatekeeper.core.redact import RedactingStream
 
 __all__ = ["build_parser", "main"]
 
@@ -67,6 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Everything a command prints passes the redactor too (a gate reason can quote a log line with a token).
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments == ["--version"]:
         print(VERSION)
@@ -80,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except InputError as err:
-        print(f"gatekeeper: {err.line()}", file=sys.stderr)
+        # The line quotes the input (a key, a name, a value): no escape sequence of it reaches the terminal.
+        print(f"gatekeeper: {terminal(err.line(), newlines=False)}", file=sys.stderr)
         return ExitCode.INPUT_ERROR
     except KeyboardInterrupt:
         print("gatekeeper: interrupted", file=sys.stderr)
@@ -96,7 +109,7 @@ def _internal_error(err: Exception) -> int:
     fd, path = tempfile.mkstemp(prefix=f"gatekeeper-crash-{stamp}-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(redact(traceback.format_exc()))
-    first = redact(str(err)).splitlines()[0] if str(err) else ""
+    first = terminal(redact(str(err)).splitlines()[0], newlines=False) if str(err).strip() else ""
     print(
         f"gatekeeper: internal error: {type(err).__name__}: {first} (traceback saved in {Path(path)})", file=sys.stderr
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 from xml.parsers import expat
 
+from gatekeeper.core.budgets import open_regular
 from gatekeeper.core.errors import InputError
 
 __all__ = ["JUnitSummary", "expand", "summarize"]
@@ -114,10 +115,12 @@ def _count(path: Path, names: list[str]) -> tuple[int, int, int, int]:
     parser.UnparsedEntityDeclHandler = _refuse
     parser.ExternalEntityRefHandler = _refuse
     try:
-        with path.open("rb") as fh:
+        with open_regular(path, what="JUnit file") as fh:
             parser.ParseFile(fh)
-    except FileNotFoundError:
-        raise InputError(path, "", "JUnit file not found", "check the junit: glob in gates.yaml") from None
+    except LookupError as err:  # <?xml encoding="x-unknown"?>
+        raise InputError(path, "1:1", f"unknown XML encoding ({err})", "write the report as UTF-8") from None
+    except ValueError as err:  # e.g. a multi-byte encoding expat cannot read
+        raise InputError(path, "1:1", f"unreadable XML ({err})", "write the report as UTF-8") from None
     except _UnsafeXml:
         raise InputError(
             path, "", "refused unsafe XML (a DTD or entity declaration)", "JUnit files may not declare DTDs or entities"

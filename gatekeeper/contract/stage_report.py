@@ -211,24 +211,27 @@ def write_stage(report: StageReport, out_dir: str | Path) -> Path:
 def write_junit(report: StageReport, path: str | Path) -> Path:
     from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-    suite = TestSuite(report.stage)
-    suite.timestamp = report.started_at
-    suite.hostname = report.environment.host
+    from gatekeeper.core.escape import xml_text as x  # check names and messages come from the code under test
+
+    suite = TestSuite(x(report.stage))
+    suite.timestamp = x(report.started_at)
+    suite.hostname = x(report.environment.host)
     for check in report.checks:
-        case = TestCase(check.name, classname=f"{report.stage}.{check.group}" if check.group else report.stage)
+        group = f"{report.stage}.{check.group}" if check.group else report.stage
+        case = TestCase(x(check.name), classname=x(group))
         case.time = round(check.duration_s, 6)
         if check.status == "failed":
-            case.result = [Failure(_first_line(check.message), "failure")]
-            case.system_out = check.message
+            case.result = [Failure(x(_first_line(check.message)), "failure")]
+            case.system_out = x(check.message)
         elif check.status == "error":
-            case.result = [Error(_first_line(check.message), "error")]
-            case.system_out = check.message
+            case.result = [Error(x(_first_line(check.message)), "error")]
+            case.system_out = x(check.message)
         elif check.status == "skipped":
-            case.result = [Skipped(check.message)]
+            case.result = [Skipped(x(check.message))]
         elif check.status == "info":
-            case.system_out = f"info (a fact, not a pass): {check.message}"
+            case.system_out = x(f"info (a fact, not a pass): {check.message}")
         elif check.message:
-            case.system_out = check.message
+            case.system_out = x(check.message)
         suite.add_testcase(case)
     suite.update_statistics()
     xml = JUnitXml()
@@ -238,7 +241,7 @@ def write_junit(report: StageReport, path: str | Path) -> Path:
 
 def junit_bytes(xml: Any) -> bytes:
     """A junitparser document as UTF-8 bytes with an XML declaration."""
-    from xml.etree import ElementTree as ET
+    from xml.etree import ElementTree as ET  # serialises our own tree; never parses input  # nosec B405
 
     return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(xml._elem, encoding="utf-8")
 
@@ -325,8 +328,9 @@ def read_artifacts(directory: str | Path) -> dict[str, StageReport]:
 
 def _claims_stage_schema(path: Path) -> bool:
     # Cheap sniff so verdict.json and other files beside the artifacts are not parsed as stages.
-    if path.stat().st_size == 0:
-        return False
-    with path.open("rb") as fh:
+    # Only regular files: a FIFO named *.json would block here forever (InputError names it).
+    from gatekeeper.core.budgets import open_regular
+
+    with open_regular(path, what="artifact") as fh:
         head = fh.read(4096)
     return b'"gatekeeper.stage/' in head or (path.stem.isidentifier() and b'"stage"' in head and b'"checks"' in head)

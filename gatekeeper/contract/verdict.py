@@ -22,7 +22,7 @@ VERDICT_SCHEMA = "gatekeeper.verdict/v1"
 
 
 class Outcome(str, enum.Enum):
-    PASS = "pass"  # noqa: S105 - an outcome, not a password
+    PASS = "pass"  # noqa: S105 - an outcome, not a password  # nosec B105
     WARN = "warn"
     FAIL = "fail"
     INCONCLUSIVE = "inconclusive"  # not enough valid data to decide

@@ -35,10 +35,15 @@ __all__ = [
 ]
 
 
-def atomic_write(path: str | Path, data: str | bytes) -> Path:
+def atomic_write(path: str | Path, data: str | bytes, *, redacted: bool = False) -> Path:
+    """Write ``data`` whole or not at all; text is passed through the redactor first.
+
+    ``redacted=True``: the caller already redacted (write_json, per string) or
+    the bytes are not text; binary data that is not UTF-8 is written as it is.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    raw = _redacted_bytes(data) if not redacted else data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -55,6 +60,18 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
     return path
 
 
+def _redacted_bytes(data: str | bytes) -> bytes:
+    from gatekeeper.core.redact import redact
+
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data  # not text: nothing of ours to redact
+        return redact(text).encode("utf-8")
+    return redact(data).encode("utf-8")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -62,17 +79,21 @@ def _umask() -> int:
 
 
 def write_json(path: str | Path, obj: Any) -> Path:
-    return atomic_write(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    """Atomic JSON; every string in ``obj`` is redacted (per string, so the document stays valid JSON)."""
+    from gatekeeper.core.redact import redact_obj
+
+    text = json.dumps(redact_obj(json.loads(json.dumps(obj, default=str))), indent=2, sort_keys=False)
+    return atomic_write(path, text + "\n", redacted=True)
 
 
-def read_text(path: str | Path, *, what: str = "file") -> str:
+def read_text(path: str | Path, *, what: str = "file", max_bytes: int | None = None) -> str:
+    """A regular file's UTF-8 text, at most ``max_bytes`` (budgets.MAX_JSON_BYTES by default)."""
+    from gatekeeper.core import budgets
+
     path = Path(path)
+    cap = budgets.MAX_JSON_BYTES if max_bytes is None else max_bytes
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(path, "", f"{what} not found", "check the path") from None
-    except IsADirectoryError:
-        raise InputError(path, "", f"expected a {what}, found a directory") from None
+        return budgets.read_capped(path, max_bytes=cap, what=what).decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(path, f"byte {err.start}", "not UTF-8 text") from None
     except OSError as err:
@@ -112,6 +133,8 @@ def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
         raise InputError(
             path, "", f"duplicate key {err.key!r} ({where}): a reader would silently keep only one", "remove one"
         ) from None
+    except RecursionError:
+        raise InputError(path, "", "JSON nested too deeply", "this is not a file gatekeeper wrote") from None
     except json.JSONDecodeError as err:
         hint = (
             "the file looks truncated; rerun the step that wrote it"
@@ -119,6 +142,8 @@ def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
             else "fix the JSON syntax"
         )
         raise InputError(path, f"{err.lineno}:{err.colno}", f"invalid JSON: {err.msg}", hint) from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise InputError(path, "", f"invalid JSON: {err}", "this is not a file gatekeeper wrote") from None
 
 
 def _key_lines(text: str, key: str) -> list[int]:
@@ -171,13 +196,20 @@ def _child(node: yaml.Node, key: str | int) -> yaml.Node | None:
 
 
 def read_yaml(path: str | Path, *, what: str = "YAML file") -> YamlDocument:
-    return parse_yaml(read_text(path, what=what), path)
+    from gatekeeper.core import budgets
+
+    return parse_yaml(read_text(path, what=what, max_bytes=budgets.MAX_YAML_BYTES), path)
 
 
 def parse_yaml(text: str, path: str | Path) -> YamlDocument:
     """YAML text (read from ``path``, which errors name) as a YamlDocument; a duplicated key is an error."""
+    from gatekeeper.core import budgets
+
+    if len(text.encode("utf-8", "replace")) > budgets.MAX_YAML_BYTES:
+        raise InputError(path, "", f"larger than {budgets.MAX_YAML_BYTES} bytes", "a gates or matrix file is small")
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        budgets.check_yaml_size(root, path)  # before anything expands the aliases
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
@@ -185,6 +217,8 @@ def parse_yaml(text: str, path: str | Path) -> YamlDocument:
         raise InputError(path, where, f"invalid YAML: {err.problem or err.context}", "fix the YAML syntax") from None
     except yaml.YAMLError as err:
         raise InputError(path, "", f"invalid YAML: {err}") from None
+    except RecursionError:
+        raise InputError(path, "", "YAML nested too deeply", "flatten the document") from None
     except ValueError as err:  # e.g. an impossible date such as 2025-13-01
         where, value = _bad_scalar(root)
         raise InputError(path, where, f"invalid value {value!r}: {err}", "write dates as YYYY-MM-DD") from None

@@ -13,6 +13,7 @@ sent as the PRIVATE-TOKEN header. Reads of artifacts can use CI_JOB_TOKEN
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -26,7 +27,7 @@ from gatekeeper.core.redact import redact
 
 __all__ = ["TOKEN_VARIABLE", "GitLabClient", "GitLabError", "client_from_env"]
 
-TOKEN_VARIABLE = "GATEKEEPER_GITLAB_TOKEN"  # noqa: S105 - the name of the variable, not a token
+TOKEN_VARIABLE = "GATEKEEPER_GITLAB_TOKEN"  # noqa: S105 - the name of the variable, not a token  # nosec B105
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 60.0  # a Retry-After beyond this is not worth holding a CI job for
 
@@ -62,9 +63,17 @@ class GitLabClient:
         """``/projects/<id>``; a path like ``group/repo`` is URL-encoded as GitLab wants."""
         return f"/projects/{quote(str(project), safe='')}"
 
-    def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
-        """JSON body of a successful call; GitLabError after the last retry."""
-        resp = self._send(method, path, json=json, params=params)
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        retries: int | None = None,
+    ) -> Any:
+        """JSON body of a successful call; GitLabError after the last retry (``retries`` overrides the client's)."""
+        resp = self._send(method, path, json=json, params=params, retries=retries)
         try:
             return resp.json() if resp.content else None
         except ValueError:
@@ -82,13 +91,22 @@ class GitLabClient:
                 return None
             raise
 
-    def _send(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        retries: int | None = None,
+    ) -> Any:
         """The successful response, with retries on 429, 5xx and connection errors."""
-        assert self.session is not None  # set in __post_init__
+        assert self.session is not None  # narrows the type: set in __post_init__  # nosec B101
         url = f"{self.api_url}{path}"
         last = ""
         status: int | None = None
-        for attempt in range(self.retries + 1):
+        retries = self.retries if retries is None else retries
+        for attempt in range(retries + 1):
             wait = self.backoff_s * (2**attempt)
             try:
                 resp = self.session.request(method, url, json=json, params=params, timeout=self.timeout)
@@ -105,7 +123,7 @@ class GitLabClient:
                 if resp.status_code not in RETRY_STATUSES:
                     break
                 wait = _retry_after(resp.headers.get("Retry-After"), wait)
-            if attempt < self.retries:
+            if attempt < retries:
                 self.sleep(wait)
         raise GitLabError(self._redact(f"GitLab {method} {path} failed: {last}"), status)
 
@@ -129,9 +147,11 @@ def _retry_after(header: str | None, default: float) -> float:
     if header is None:
         return default
     try:
-        return min(max(float(header), 0.0), MAX_RETRY_AFTER_S)
-    except ValueError:
+        wait = float(header)
+    except ValueError:  # an HTTP date, or garbage
         return default
+    # "nan" and "inf" parse as floats; time.sleep(nan) raises, and inf would hold the job
+    return min(max(wait, 0.0), MAX_RETRY_AFTER_S) if math.isfinite(wait) else default
 
 
 def client_from_env(environ: Mapping[str, str] | None = None, **kwargs: Any) -> GitLabClient | None:

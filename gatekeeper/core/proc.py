@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
+import subprocess  # the one place children start: argv lists, no shell, always a timeout  # nosec B404
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,7 +65,7 @@ def run(
     argv = tuple(str(a) for a in argv)
     start = time.monotonic()
     try:
-        child = subprocess.Popen(
+        child = subprocess.Popen(  # argv list, no shell; callers pass fixed tool names  # nosec B603
             argv,
             stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -121,7 +121,7 @@ def run_passthrough(
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        child = subprocess.Popen(
+        child = subprocess.Popen(  # argv list, no shell; callers pass fixed tool names  # nosec B603
             argv, stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True
         )
     except OSError as err:

@@ -1,39 +1,97 @@
-"""Keep secrets out of logs, artifacts, reports and exception messages.
+"""Keep secrets out of logs, artifacts, reports and exception messages: one redactor for every writer.
 
-Two layers: values of variables whose names say they are secret are replaced
-wherever they appear, and well-known token shapes (Slack webhooks and tokens,
-GitLab tokens, bearer headers, credentials in URLs) are masked by pattern.
+Two layers:
+
+- by name: the values of variables whose names say they are secret (TOKEN,
+  SECRET, *PASS*, *KEY*, *CRED*, AUTH, WEBHOOK, DSN...) are replaced wherever
+  they appear, also URL-encoded or JSON-escaped;
+- by shape: what is a secret whatever variable it came from: the password
+  (or token) in a URL's userinfo, secret-looking query parameters
+  (``access_token=``, ``api_key=``...), ``password=`` pairs in DSNs and logs,
+  bearer and private-token headers, private-key blocks, and the token prefixes
+  of GitLab, Slack, GitHub, Hugging Face, AWS, PyPI and npm.
+
+``files.atomic_write`` and ``files.write_json`` redact what they write and the
+CLI redacts stdout and stderr, so a command cannot write a secret by
+forgetting to call this module.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
+from typing import Any, TextIO
+from urllib.parse import quote
 
-__all__ = ["MASK", "is_secret_name", "redact", "redact_env"]
+__all__ = ["MASK", "RedactingStream", "is_secret_name", "redact", "redact_env", "redact_obj"]
 
 MASK = "[REDACTED]"
 
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|WEBHOOK|API_KEY|PRIVATE|CREDENTIAL|_KEY$|^KEY$|AUTH", re.I)
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASS|KEY|CRED|WEBHOOK|PRIVATE|AUTH|DSN|COOKIE|SESSION|SIGNATURE", re.I)
+# Names that match the above but hold no secret (keeps them readable in env.txt).
+_NOT_SECRET = re.compile(r"^(GIT_AUTHOR_(NAME|EMAIL)|.*_PUBLIC_KEY_ID|SSH_AUTH_SOCK|.*KEYBOARD.*|KEYMAP)$", re.I)
 
-_PATTERNS = [
-    re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]+"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{8,}"),
-    re.compile(r"\bxapp-[A-Za-z0-9-]{8,}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\bgl(?:cbt|dt|ptt|ft|rt|soat|imt|agent)-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-    re.compile(r"(?i)(authorization:\s*(?:bearer|token|basic)\s+)[^\s'\"]+"),
-    re.compile(r"(?i)((?:private|job)-token:\s*)[^\s'\"]+"),
-    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]+:)[^\s@/'\"]+(@)"),
+_QUERY_KEYS = (
+    r"access_token|refresh_token|id_token|token|private_token|api_?key|apikey|key|secret|client_secret|"
+    r"password|passwd|pwd|pass|auth|signature|sig|x-amz-signature|x-amz-credential|x-amz-security-token|"
+    r"code|session|sessionid"
+)
+# Value characters: never a quote, backslash or whitespace, so a match cannot cut a JSON escape in half.
+_V = r"[^\s'\"\\&#<>]"
+
+_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    # whole tokens
+    (re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]+"), MASK),
+    (re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{8,}"), MASK),
+    (re.compile(r"\bxapp-[A-Za-z0-9-]{8,}"), MASK),
+    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"), MASK),
+    (re.compile(r"\bgl(?:cbt|dt|ptt|ft|rt|soat|imt|agent|oas|wt)-[A-Za-z0-9_\-]{16,}"), MASK),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), MASK),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}"), MASK),
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}"), MASK),
+    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b"), MASK),
+    (re.compile(r"\bpypi-[A-Za-z0-9_\-]{40,}"), MASK),
+    (re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), MASK),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MASK),  # a JWT
+    (
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
+        "-----BEGIN PRIVATE KEY----- " + MASK,
+    ),
+    # a line of a key block seen without its BEGIN line (a log excerpt): long mixed-case base64
+    (re.compile(r"(?<![A-Za-z0-9+/])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])[A-Za-z0-9+/]{60,}={0,2}"), MASK),
+    # headers
+    (re.compile(r"(?i)(authorization:\s*(?:bearer|token|basic)\s+)[^\s'\"\\]+"), r"\1" + MASK),
+    (re.compile(r"(?i)((?:private|job|deploy)-token:\s*)[^\s'\"\\]+"), r"\1" + MASK),
+    # URL userinfo: everything between "://" and the last "@" before the host (a password may hold "/")
+    (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^\s'\"\\<>@]*:[^\s'\"\\<>]*@(?=[A-Za-z0-9\[])"), r"\1" + MASK + "@"),
+    # a long bare user part is a token (https://<token>@host, Sentry DSNs)
+    (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[A-Za-z0-9_\-]{16,}@(?=[A-Za-z0-9\[])"), r"\1" + MASK + "@"),
+    # query parameters and key=value pairs (libpq DSNs, logs)
+    (re.compile(rf"(?i)([?&;](?:{_QUERY_KEYS})=){_V}+"), r"\1" + MASK),
+    (
+        re.compile(
+            r"(?i)(\b(?:password|passwd|pwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
+            rf"client[_-]?secret|private[_-]?key)\s*[=:]\s*){_V}+"
+        ),
+        r"\1" + MASK,
+    ),
+    # JSON and YAML pairs: "password": "value"
+    (
+        re.compile(
+            r"(?i)(\"[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[_-]?key|credential)[A-Za-z0-9_.-]*\"\s*:\s*\")"
+            r"[^\"\\]*(?:\\.[^\"\\]*)*\""
+        ),
+        r"\1" + MASK + '"',
+    ),
 ]
 
 _MIN_SECRET_LEN = 6  # shorter values ("1", "true") would mask half a log
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
+    return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET.match(name)
 
 
 def _secret_values(environ: Mapping[str, str]) -> list[str]:
@@ -41,19 +99,49 @@ def _secret_values(environ: Mapping[str, str]) -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+def _forms(value: str) -> set[str]:
+    """A value as it appears raw, URL-encoded and JSON-escaped."""
+    return {value, quote(value, safe=""), quote(value, safe="/"), json.dumps(value)[1:-1]}
+
+
 def redact(text: str, environ: Mapping[str, str] | None = None, extra: list[str] | None = None) -> str:
     """``text`` with secret values and token shapes replaced by MASK."""
     env = os.environ if environ is None else environ
-    for value in [*(s for s in extra or () if s and len(s) >= _MIN_SECRET_LEN), *_secret_values(env)]:
-        text = text.replace(value, MASK)
-    for pattern in _PATTERNS:
-        text = pattern.sub(
-            lambda m: (m.group(1) + MASK + (m.group(2) if m.lastindex == 2 else "")) if m.lastindex else MASK, text
-        )
+    values = [*(s for s in extra or () if s and len(s) >= _MIN_SECRET_LEN), *_secret_values(env)]
+    for value in sorted({f for v in values for f in _forms(v)}, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, MASK)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
     return text
+
+
+def redact_obj(obj: Any, environ: Mapping[str, str] | None = None) -> Any:
+    """A JSON-like value with every string (keys too) redacted; the structure is kept, so it stays valid."""
+    if isinstance(obj, str):
+        return redact(obj, environ)
+    if isinstance(obj, Mapping):
+        return {(redact(k, environ) if isinstance(k, str) else k): redact_obj(v, environ) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_obj(v, environ) for v in obj]
+    return obj
 
 
 def redact_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """A copy of the environment with secret-named variables masked and the rest redacted."""
     env = os.environ if environ is None else environ
     return {k: (MASK if is_secret_name(k) and v else redact(v, env)) for k, v in sorted(env.items())}
+
+
+class RedactingStream:
+    """A text stream that redacts each write (the CLI wraps stdout and stderr in it)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding...
+        return getattr(self._stream, name)

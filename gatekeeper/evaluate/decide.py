@@ -253,7 +253,7 @@ def fmt(value: float | None, unit: str = "") -> str:
 
 def _point(gate: Gate, label: str, got: Resolved, baseline: float | None, base: dict) -> GateResult:
     value = got.value
-    assert value is not None
+    assert value is not None  # narrows the type for mypy; checked just above  # nosec B101
     change = None
     if baseline is not None:
         change = (value / baseline - 1.0) if baseline else None

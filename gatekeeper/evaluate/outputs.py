@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
 from gatekeeper.contract.stage_report import junit_bytes
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
+from gatekeeper.core.escape import md_code_block, md_code_span, md_text, terminal, xml_text
 from gatekeeper.evaluate.point_gates import SweepTable, split_results, sweep_tables
 
 __all__ = ["banner", "no_gpu_line", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
@@ -21,7 +23,7 @@ _ICON = {
     Outcome.WAIVED: "🏷️ waived",
     Outcome.SKIPPED: "⏭️ skipped",
 }
-_HEADLINE = {"pass": "✅ PASSED", "warn": "⚠️ PASSED WITH WARNINGS", "blocked": "⛔ BLOCKED"}
+_HEADLINE = {"pass": "✅ PASSED", "warn": "⚠️ PASSED WITH WARNINGS", "blocked": "⛔ BLOCKED"}  # not a password  # nosec B105
 
 
 def _num(value: float | None, unit: str = "") -> str:
@@ -36,7 +38,7 @@ def _change(change: float | None) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_text(text)  # escapes the table's "|" too
 
 
 def _order(g: GateResult) -> int:
@@ -65,12 +67,13 @@ def to_markdown(v: Verdict) -> str:
     lines = [
         f"## gatekeeper: {_HEADLINE[v.result]}",
         "",
-        v.summary,
+        md_text(v.summary),
         "",
-        *([f"> ⚠️ **{no_gpu_line(v)}**", ""] if not v.gpu_verified else []),
-        *([f"> ⚠️ {w}" for w in v.warnings] + [""] if v.warnings else []),
-        f"channel **{v.channel}** · torch `{env.get('torch_version', '?')}` · device `{env.get('device_name') or '?'}` "
-        f"(`{device}`) · ROCm `{env.get('rocm_version') or '—'}`" + (f" · {where}" if where else ""),
+        *([f"> ⚠️ **{md_text(no_gpu_line(v))}**", ""] if not v.gpu_verified else []),
+        *([f"> ⚠️ {md_text(w)}" for w in v.warnings] + [""] if v.warnings else []),
+        f"channel **{md_text(v.channel)}** · torch {md_code_span(env.get('torch_version', '?'))} · device "
+        f"{md_code_span(env.get('device_name') or '?')} ({md_code_span(device)}) · ROCm "
+        f"{md_code_span(env.get('rocm_version') or '—')}" + (f" · {md_text(str(where))}" if where else ""),
     ]
     plain, points = split_results(v.gates)
     if plain or not points:
@@ -80,11 +83,11 @@ def to_markdown(v: Verdict) -> str:
             "| --- | --- | --- | --- | --- | --- | --- |",
         ]
     for g in sorted(plain, key=_order):
-        name = f"**{g.name}**" if g.blocking else g.name
+        name = f"**{md_text(g.name)}**" if g.blocking else md_text(g.name)
         tag = " (advisory)" if g.severity == "advisory" else (" (shadow)" if g.mode == "shadow" else "")
         lines.append(
-            f"| {name}{tag} | {_ICON[g.outcome]} | {_num(g.value, g.unit)} | `{_cell(g.rule)}` | "
-            f"{_num(g.baseline_value, g.unit)} | {_change(g.change)} | {_cell(g.reason)} |"
+            f"| {name}{tag} | {_ICON[g.outcome]} | {md_text(_num(g.value, g.unit))} | {md_code_span(g.rule)} | "
+            f"{md_text(_num(g.baseline_value, g.unit))} | {_change(g.change)} | {_cell(g.reason)} |"
         )
     lines += sweep_markdown(points)
     if v.waived_checks:
@@ -92,18 +95,21 @@ def to_markdown(v: Verdict) -> str:
         for w in v.waived_checks[:30]:
             ticket = f", {w.waiver.get('ticket')}" if w.waiver.get("ticket") else ""
             owner = f"{w.waiver['owner']}{ticket}, until {w.waiver['expires']}"
-            lines.append(f"- `{w.stage}.{w.check}`: {w.waiver['reason']} ({owner})")
+            lines.append(f"- {md_code_span(f'{w.stage}.{w.check}')}: {md_text(w.waiver['reason'])} ({md_text(owner)})")
     if v.expired_waivers:
         lines += ["", "**Expired waivers** (no longer applied)", ""]
-        lines += [f"- {w['message']}" for w in v.expired_waivers]
+        lines += [f"- {md_text(w['message'])}" for w in v.expired_waivers]
     lines += [
         "",
         "<details><summary>Reproduce</summary>",
         "",
-        "```sh",
-        f"gatekeeper evaluate --artifacts artifacts --gates {v.gates_file or 'gates.yaml'} "
-        f"--channel {v.channel} --out artifacts",
-        "```",
+        md_code_block(
+            [
+                f"gatekeeper evaluate --artifacts artifacts --gates {shlex.quote(v.gates_file or 'gates.yaml')} "
+                f"--channel {shlex.quote(v.channel)} --out artifacts"
+            ],
+            "sh",
+        ),
         "",
         "</details>",
         "",
@@ -117,9 +123,12 @@ def sweep_markdown(points: list[GateResult], *, max_reasons: int = 20) -> list[s
     lines: list[str] = []
     for table in sweep_tables(points):
         n = len(table.rows)
-        lines += ["", f"**Sweep** ({n} points of {', '.join(table.keys)}; each point judged on its own)", ""]
-        heads = [*table.keys, *(f"{g} (advisory)" if _advisory(table, g) else g for g in table.gates)]
-        lines += ["| " + " | ".join(_cell(h) for h in heads) + " |", "|" + " --- |" * len(heads)]
+        lines += ["", f"**Sweep** ({n} points of {_cell(', '.join(table.keys))}; each point judged on its own)", ""]
+        heads = [
+            *map(_cell, table.keys),
+            *(f"{_cell(g)} (advisory)" if _advisory(table, g) else _cell(g) for g in table.gates),
+        ]
+        lines += ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
         for point, results in table.rows:
             cells = [_cell(point[k]) for k in table.keys]
             for gate in table.gates:
@@ -130,7 +139,8 @@ def sweep_markdown(points: list[GateResult], *, max_reasons: int = 20) -> list[s
         if bad:
             lines.append("")
             lines += [
-                f"- `{r.name}` {_ICON[r.outcome]}: {_cell(r.reason)}" for r in sorted(bad, key=_order)[:max_reasons]
+                f"- {md_code_span(r.name)} {_ICON[r.outcome]}: {_cell(r.reason)}"
+                for r in sorted(bad, key=_order)[:max_reasons]
             ]
             if len(bad) > max_reasons:
                 lines.append(f"- … and {len(bad) - max_reasons} more (verdict.json has every point)")
@@ -151,13 +161,14 @@ def _point_cell(r: GateResult) -> str:
 def to_junit(v: Verdict) -> bytes:
     from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
+    x = xml_text  # every string from a gate, a check or a waiver, so the file stays XML 1.0
     suite = TestSuite("gatekeeper.gates")
-    suite.timestamp = v.generated_at
+    suite.timestamp = x(v.generated_at)
     for g in v.gates:
-        case = TestCase(g.name, classname="gatekeeper.gates")
-        detail = f"{g.reason}\nmetric: {g.metric}\nrule: {g.rule}\nseverity: {g.severity}, mode: {g.mode}"
+        case = TestCase(x(g.name), classname="gatekeeper.gates")
+        detail = x(f"{g.reason}\nmetric: {g.metric}\nrule: {g.rule}\nseverity: {g.severity}, mode: {g.mode}")
         if g.blocking:
-            case.result = [Failure(g.reason[:500], "gate")]
+            case.result = [Failure(x(g.reason[:500]), "gate")]
             case.system_out = detail
         elif g.outcome is Outcome.PASS:
             case.system_out = detail
@@ -165,13 +176,13 @@ def to_junit(v: Verdict) -> bytes:
             label = "advisory fail" if g.outcome is Outcome.FAIL else g.outcome.value
             if g.outcome is Outcome.WAIVED and g.waiver:
                 label = _waiver_text(g.waiver)
-            case.result = [Skipped(f"{label}: {g.reason}"[:1000])]
+            case.result = [Skipped(x(f"{label}: {g.reason}"[:1000]))]
             case.system_out = detail
         suite.add_testcase(case)
     for w in v.waived_checks:
-        case = TestCase(f"{w.stage}.{w.check}", classname="gatekeeper.waived")
-        case.result = [Skipped(_waiver_text(w.waiver))]
-        case.system_out = w.message
+        case = TestCase(x(f"{w.stage}.{w.check}"), classname="gatekeeper.waived")
+        case.result = [Skipped(x(_waiver_text(w.waiver)))]
+        case.system_out = x(w.message)
         suite.add_testcase(case)
     suite.update_statistics()
     xml = JUnitXml()
@@ -188,7 +199,7 @@ _NAME = re.compile(r"[^a-zA-Z0-9_]")
 
 def to_metrics_txt(v: Verdict) -> str:
     """GitLab metrics report: one ``name value`` line per gate value (and its baseline change)."""
-    out = [f"gatekeeper_result {({'pass': 0, 'blocked': 1, 'warn': 3})[v.result]}"]
+    out = [f"gatekeeper_result {({'pass': 0, 'blocked': 1, 'warn': 3})[v.result]}"]  # verdict words  # nosec B105
     for g in v.gates:
         if g.value is None:
             continue
@@ -201,14 +212,15 @@ def to_metrics_txt(v: Verdict) -> str:
 
 def banner(v: Verdict) -> str:
     """The short text printed before a non-zero exit."""
-    gpu = f"\ngatekeeper: {no_gpu_line(v)}" if not v.gpu_verified else ""
+    t = terminal  # names and reasons come from the code under test: no escape sequences reach the terminal
+    gpu = f"\ngatekeeper: {t(no_gpu_line(v))}" if not v.gpu_verified else ""
     if v.result == "pass":
-        return f"gatekeeper: PASSED. {v.summary}{gpu}"
+        return f"gatekeeper: PASSED. {t(v.summary)}{gpu}"
     head = "BLOCKED" if v.result == "blocked" else "PASSED WITH WARNINGS"
     gates = v.blocking_gates if v.result == "blocked" else v.warning_gates
-    lines = ["=" * 72, f"gatekeeper: {head}. {v.summary}"]
-    lines += [f"  - {g.name}: {g.reason}" for g in gates]
-    lines += [f"  - warning: {w}" for w in v.warnings]
+    lines = ["=" * 72, f"gatekeeper: {head}. {t(v.summary)}"]
+    lines += [f"  - {t(g.name, newlines=False)}: {t(g.reason)}" for g in gates]
+    lines += [f"  - warning: {t(w)}" for w in v.warnings]
     if gpu:
         lines.append(gpu.strip())
     lines.append("=" * 72)

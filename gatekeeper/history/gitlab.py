@@ -34,6 +34,7 @@ from urllib.parse import quote
 import requests
 
 from gatekeeper.contract.stage_report import StageReport
+from gatekeeper.core.budgets import MAX_ZIP_MEMBER_BYTES
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.gitlab_api import GitLabClient, GitLabError
 from gatekeeper.core.redact import redact
@@ -143,12 +144,23 @@ class GitLabStore:
             return None
         try:
             with zipfile.ZipFile(io.BytesIO(body)) as zf:
-                names = zf.namelist()
+                infos = {i.filename: i for i in zf.infolist()}
                 # the path the stage wrote first; any <stage>.json only when that is absent
-                anywhere = (n for n in names if n.rsplit("/", 1)[-1] == f"{stage}.json")
-                member = name if name in names else next(anywhere, None)
-                return self._report_from(zf.read(member), f"job {job['id']} {member}") if member else None
-        except zipfile.BadZipFile:
+                anywhere = (i for n, i in infos.items() if n.rsplit("/", 1)[-1] == f"{stage}.json")
+                info = infos[name] if name in infos else next(anywhere, None)
+                if info is None:
+                    return None
+                # The header's size is checked before inflating, and the read is capped in case it lies.
+                if info.file_size > MAX_ZIP_MEMBER_BYTES:
+                    self.why_missing = f"job {job['id']} {info.filename} is too large ({info.file_size} bytes)"
+                    return None
+                with zf.open(info) as fh:
+                    data = fh.read(MAX_ZIP_MEMBER_BYTES + 1)
+                if len(data) > MAX_ZIP_MEMBER_BYTES:
+                    self.why_missing = f"job {job['id']} {info.filename} is too large (inflates past its header)"
+                    return None
+                return self._report_from(data, f"job {job['id']} {info.filename}")
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError):
             self.why_missing = f"job {job['id']} artifacts are not a zip archive"
             return None
 

@@ -28,28 +28,33 @@ class Decision:
     reason: str
 
 
-def _parse(ts: str | None) -> dt.datetime | None:
-    if not ts:
+def _parse(ts: object) -> dt.datetime | None:
+    """An aware UTC time; None for anything else (a naive or garbled time counts as "never alerted")."""
+    if not isinstance(ts, str) or not ts:
         return None
     try:
-        return dt.datetime.fromisoformat(ts)
+        parsed = dt.datetime.fromisoformat(ts)
     except ValueError:
         return None
+    return parsed.astimezone(dt.timezone.utc) if parsed.tzinfo is not None else None
 
 
 def decide(state: dict[str, Any], key: str, *, failing: bool, now: dt.datetime, repeat_after_s: float) -> Decision:
     """What to do for this run, given the stored state (not modified here)."""
-    job = state.get("jobs", {}).get(key)
-    was_failing = bool(job and job.get("failing"))
+    raw = state.get("jobs", {}).get(key)
+    job: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    was_failing = bool(job.get("failing"))
     if failing and not was_failing:
         return Decision(True, "started", "the job started failing")
     if failing:
-        last = _parse(job.get("last_alert")) if job else None
+        last = _parse(job.get("last_alert"))
         if last is None or (now - last).total_seconds() >= repeat_after_s:
             return Decision(
                 True, "repeat", f"still failing since {job.get('since')}; repeat after {repeat_after_s:g} s"
             )
-        return Decision(False, "suppressed", f"still failing since {job.get('since')}; alerted at {job['last_alert']}")
+        return Decision(
+            False, "suppressed", f"still failing since {job.get('since')}; alerted at {job.get('last_alert')}"
+        )
     if was_failing:
         return Decision(True, "recovered", f"recovered after failing since {job.get('since')}")
     return Decision(False, "ok", "passing, and it was not failing before")
@@ -58,7 +63,9 @@ def decide(state: dict[str, Any], key: str, *, failing: bool, now: dt.datetime, 
 def record(state: dict[str, Any], key: str, *, failing: bool, now: dt.datetime, alerted: bool) -> dict[str, Any]:
     """The state after this run (a new dict)."""
     jobs = dict(state.get("jobs", {}))
-    job = dict(jobs.get(key) or {})
+    job = dict(jobs[key]) if isinstance(jobs.get(key), dict) else {}
+    if not isinstance(job.get("runs"), int):
+        job["runs"] = 0
     if failing and not job.get("failing"):
         job["since"] = now.isoformat(timespec="seconds")
         job["runs"] = 0

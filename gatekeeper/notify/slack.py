@@ -9,6 +9,7 @@ clients get a silenced logger; our own messages are redacted.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -78,6 +79,8 @@ class _RateLimit(RateLimitErrorRetryHandler):
         try:
             wait = float(header[0] if isinstance(header, list) else header) if header is not None else 1.0
         except ValueError:
+            wait = 1.0
+        if not math.isfinite(wait):  # "nan" parses, and time.sleep(nan) raises
             wait = 1.0
         self._sleep(min(max(wait, 0.0), MAX_RETRY_AFTER_S))
         state.increment_current_attempt()

@@ -7,10 +7,12 @@ cut with a link to the full report, never rejected.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from gatekeeper.contract.verdict import GateResult, Outcome
+from gatekeeper.core.escape import slack_code, slack_code_block, slack_link, slack_text, terminal
 from gatekeeper.evaluate.outputs import no_gpu_line
 from gatekeeper.notify.alert import Alert
 
@@ -21,14 +23,18 @@ SECTION_MAX = 3000
 HEADER_MAX = 150
 _LINE_MAX = 600  # one gate line; keeps one runaway reason from eating a section
 _EMOJI = {"critical": ":rotating_light:", "warning": ":warning:", "info": ":white_check_mark:"}
-_WORD = {"pass": "passed", "warn": "passed with warnings", "blocked": "BLOCKED", "error": "ERROR"}
+_WORD = {"pass": "passed", "warn": "passed with warnings", "blocked": "BLOCKED", "error": "ERROR"}  # not a password  # nosec B105
 
 
 def _cut(text: str, limit: int, more_url: str | None) -> str:
     if len(text) <= limit:
         return text
-    suffix = f"… <{more_url}|(truncated: full report)>" if more_url else "… (truncated)"
-    return text[: max(limit - len(suffix), 0)] + suffix
+    suffix = "… " + slack_link(more_url, "(truncated: full report)") if more_url else "… (truncated)"
+    head = text[: max(limit - len(suffix) - 3, 0)]
+    head = re.sub(r"&[a-z]*$", "", head)  # never half an entity
+    if head.count("```") % 2:
+        head += "```"  # a cut inside a code block closes it
+    return head + suffix
 
 
 def _section(text: str, more_url: str | None) -> dict[str, Any]:
@@ -42,7 +48,7 @@ def _num(value: float | None, unit: str) -> str:
 
 
 def gate_line(g: GateResult) -> str:
-    parts = [f"{_num(g.value, g.unit)}", f"rule `{g.rule}`" if g.rule else ""]
+    parts = [f"{_num(g.value, g.unit)}", f"rule `{slack_code(g.rule)}`" if g.rule else ""]
     if g.baseline_value is not None:
         parts.append(f"baseline {_num(g.baseline_value, g.unit)}")
     if g.change is not None:
@@ -51,7 +57,8 @@ def gate_line(g: GateResult) -> str:
     tag = (
         "" if g.blocking else (" (advisory)" if g.severity == "advisory" else " (shadow)" if g.mode == "shadow" else "")
     )
-    return f"• *{g.name}*{tag} {g.outcome.value}: {numbers} — {g.reason}"[:_LINE_MAX]
+    line = f"• *{slack_text(g.name)}*{tag} {g.outcome.value}: {numbers} — {slack_text(g.reason)}"
+    return re.sub(r"&[a-z]*$", "", line[:_LINE_MAX])
 
 
 def _gate_sections(gates: list[GateResult], more_url: str | None) -> list[dict[str, Any]]:
@@ -69,14 +76,20 @@ def _gate_sections(gates: list[GateResult], more_url: str | None) -> list[dict[s
 
 
 def _diagnosis_sections(analysis: Mapping[str, Any], more_url: str | None) -> list[dict[str, Any]]:
-    known = f"known issue `{analysis['known_issue']}`" if analysis.get("known_issue") else "no known issue matched"
-    head = f"*Diagnosis:* `{analysis.get('category')}` ({known}, confidence {analysis.get('confidence', 0):.2f})"
-    text = head + "\n" + str(analysis.get("explanation", ""))
+    known = (
+        f"known issue `{slack_code(analysis['known_issue'])}`"
+        if analysis.get("known_issue")
+        else "no known issue matched"
+    )
+    category = slack_code(str(analysis.get("category")))
+    head = f"*Diagnosis:* `{category}` ({known}, confidence {analysis.get('confidence', 0):.2f})"
+    text = head + "\n" + slack_text(str(analysis.get("explanation", ""))[:1500], multiline=True)
     first = (analysis.get("matches") or [{}])[0]
     if first.get("text"):
-        text += f"\n```{first.get('source', '')}:{first.get('line', '')}: {str(first['text'])[:300]}```"
+        where = f"{first.get('source', '')}:{first.get('line', '')}"
+        text += "\n" + slack_code_block([f"{where}: {str(first['text'])[:300]}"])
     blocks = [_section(text, more_url)]
-    steps = [str(s) for s in analysis.get("remediation", [])]
+    steps = [slack_text(s) for s in analysis.get("remediation", [])]
     if steps:
         blocks.append(_section("*What to try*\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)), more_url))
     return blocks
@@ -94,24 +107,25 @@ def build_message(alert: Alert, *, kind: str, severity: str) -> dict[str, Any]:
         word = _WORD.get(v.result, v.result)
         still = " (still failing)" if kind == "repeat" else ""
         title = f"{_EMOJI.get(severity, '')} gatekeeper {word}{still} — {alert.project} {alert.where}"
-    title = " ".join(title.split())
+    title = " ".join(terminal(title, newlines=False).split())  # plain_text: no markup, but no escape sequences
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(title, HEADER_MAX, None), "emoji": True}}
     ]
     env = v.environment
     facts = [
-        f"*Severity:* {severity}",
-        f"*Verdict:* {v.result}",
-        f"*Channel:* {v.channel}",
-        f"*Where:* {alert.where}",
+        f"*Severity:* {slack_text(severity)}",
+        f"*Verdict:* {slack_text(v.result)}",
+        f"*Channel:* {slack_text(v.channel)}",
+        f"*Where:* {slack_text(alert.where)}",
     ]
     if alert.commit:
-        facts.append(f"*Commit:* `{alert.commit[:12]}`")
+        facts.append(f"*Commit:* `{slack_code(alert.commit[:12])}`")
     device = env.get("device_name") or env.get("device_kind")
     if env.get("torch_version") or device:
-        facts.append(f"*Stack:* torch {env.get('torch_version', '?')} · {device or '?'} {env.get('gfx_arch') or ''}")
-    gpu = f"\n:warning: *{no_gpu_line(v)}*" if not v.gpu_verified else ""
-    blocks.append(_section(" · ".join(facts) + "\n" + v.summary + gpu, more))
+        stack = f"torch {env.get('torch_version', '?')} · {device or '?'} {env.get('gfx_arch') or ''}"
+        facts.append(f"*Stack:* {slack_text(stack)}")
+    gpu = f"\n:warning: *{slack_text(no_gpu_line(v))}*" if not v.gpu_verified else ""
+    blocks.append(_section(" · ".join(facts) + "\n" + slack_text(v.summary, multiline=True) + gpu, more))
     if kind != "recovered":
         bad = [g for g in v.gates if g.blocking] + [
             g for g in v.gates if not g.blocking and g.outcome in (Outcome.FAIL, Outcome.WARN, Outcome.INCONCLUSIVE)
@@ -121,12 +135,13 @@ def build_message(alert: Alert, *, kind: str, severity: str) -> dict[str, Any]:
         if alert.analysis:
             blocks += _diagnosis_sections(alert.analysis, more)
     links = alert.links.items()
-    link_block = _section(" · ".join(f"<{url}|{name}>" for name, url in links), more) if links else None
+    link_block = _section(" · ".join(slack_link(url, name) for name, url in links), more) if links else None
     budget = MAX_BLOCKS - (1 if link_block else 0)
     if len(blocks) > budget:
         dropped = len(blocks) - (budget - 1)
-        note = f"… {dropped} more section(s) not shown" + (f": see <{more}|the full report>" if more else "")
+        see = f": see {slack_link(more, 'the full report')}" if more else ""
+        note = f"… {dropped} more section(s) not shown{see}"
         blocks = [*blocks[: budget - 1], _section(note, None)]
     if link_block:
         blocks.append(link_block)
-    return {"text": _cut(title, SECTION_MAX, None), "blocks": blocks}
+    return {"text": _cut(slack_text(title), SECTION_MAX, None), "blocks": blocks}

@@ -16,7 +16,7 @@ from gatekeeper.release.releases import Lifecycle, MatrixFile, load_matrix_file
 
 __all__ = ["to_csv", "to_html", "to_markdown"]
 
-_ICON = {"pass": "✅", "warn": "⚠️", "blocked": "⛔", "passed": "✅", "failed": "❌"}
+_ICON = {"pass": "✅", "warn": "⚠️", "blocked": "⛔", "passed": "✅", "failed": "❌"}  # not a password  # nosec B105
 _STAGE_NOTE = "* no gate verdict was recorded for this run: the cell shows its stage statuses"
 
 

@@ -22,7 +22,7 @@ __all__ = [
     "sweep_tables",
 ]
 
-HEADLINE = {"pass": "PASSED", "warn": "PASSED WITH WARNINGS", "blocked": "BLOCKED"}
+HEADLINE = {"pass": "PASSED", "warn": "PASSED WITH WARNINGS", "blocked": "BLOCKED"}  # not a password  # nosec B105
 OUTCOME_LABEL = {
     Outcome.PASS: "pass",
     Outcome.WARN: "warn",

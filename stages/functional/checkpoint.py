@@ -53,7 +53,7 @@ def _steps(model: Any, base: Any, opt: Any, scaler: Any, n: int) -> None:
     for _ in range(n):
         x = base + torch.randn_like(base) * float(np.random.uniform(0.05, 0.15))
         for group in opt.param_groups:
-            group["lr"] = 1e-3 * (1.0 + 0.1 * random.random())
+            group["lr"] = 1e-3 * (1.0 + 0.1 * random.random())  # a perturbation for the test, not a secret  # nosec B311
         opt.zero_grad(set_to_none=True)
         scaler.scale(model_loss(model(x))).backward()
         scaler.step(opt)

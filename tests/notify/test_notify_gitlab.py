@@ -22,10 +22,12 @@ class FakeGitLab:
 
     def route(self, seen: Seen) -> Reply:
         path = seen.path.split("?")[0]
+        if path == "/api/v4/user":
+            return Reply(200, {"id": 5, "username": "project_42_bot"})
         if path == "/api/v4/projects/42/merge_requests/7/notes":
             if seen.method == "GET":
                 return Reply(200, list(reversed(self.notes)))
-            note = {"id": 100 + len(self.notes), "body": seen.json()["body"]}
+            note = {"id": 100 + len(self.notes), "body": seen.json()["body"], "author": {"id": 5}}
             self.notes.append(note)
             return Reply(201, note)
         m = re.fullmatch(r"/api/v4/projects/42/merge_requests/7/notes/(\d+)", path)
@@ -104,7 +106,8 @@ def test_final_failure_is_spooled_redacted_and_resent_later(tmp_path, capsys):
             )
             == 0
         )
-    assert len(srv.seen) == 2  # one retry on 503
+    paths = [s.path.split("?")[0] for s in srv.seen]
+    assert all(paths.count(p) == 2 for p in paths)  # one retry on 503, for every call
     (entry,) = (spool_dir / "pending").glob("*-gitlab-*.json")
     doc = json.loads(entry.read_text())
     assert doc["payload"]["mr_iid"] == "7"

@@ -53,7 +53,9 @@ def test_webhook_ok_sends_the_block_kit_payload(tmp_path, capsys, caplog):
     assert "BLOCKED" in header
     text = json.dumps(payload)
     assert "*Severity:* critical" in text
-    assert "*p99-latency* fail: 14.2 ms, rule `<= +20%`, baseline 11 ms, change +29.1%" in text
+    assert (
+        "*p99-latency* fail: 14.2 ms, rule `&lt;= +20%`, baseline 11 ms, change +29.1%" in text
+    )  # Slack wants < as &lt; even in code
     assert "`device_oom`" in text
     assert "PYTORCH_HIP_ALLOC_CONF=expandable_segments:True" in text
     assert "<https://gitlab.example.com/ml/model/-/pipelines/991|Pipeline>" in text

@@ -1,0 +1,212 @@
+"""Hostile text through every renderer: the output parses, and nothing in it acts (mentions, links, HTML, fences)."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from gatekeeper.analyze.render import render as render_diagnosis
+from gatekeeper.contract.stage_report import Check, Environment, StageReport, write_junit
+from gatekeeper.core import escape
+from gatekeeper.evaluate.outputs import banner, to_junit, to_markdown
+from gatekeeper.notify.gitlab_note import MARKER, commit_status, note_body
+from gatekeeper.notify.slack_message import build_message
+from tests.security import hostile
+
+TOKENS = [
+    "<!channel>", "<!here>", "<!everyone>", "<@U0123>", "<#C123|x>", "@all", "@here", "@channel", "@root", "@group/sub",
+    "<", ">", "&", "&lt;", "|", "`", "```", "~~~", "\n```\n", "</details>", "<details>", "<summary>", "<!--", "-->",
+    "<script>alert(1)</script>", "<img src=x onerror=y>", "[a](https://evil.example)", "![i](https://e.x/i.png)",
+    "<https://evil.example|Pipeline>", "https://evil.example", "*", "_", "~", "#1", "!2", "&3", "%m", "$4", "~label",
+    "\n/close\n", "/merge", "\n", "\r", "\x1b[2J", "\x1b]8;;https://e\x07", "\x00", "\x0b", "\x7f", "\x85", "\u202e",
+    "\ud800", "\ufffe", "| a | b |", "\\", "{+ x +}", "[[_TOC_]]", ":emoji:", "javascript:alert(1)",
+]  # fmt: skip
+HOSTILE = st.one_of(
+    st.text(max_size=60),
+    st.lists(st.sampled_from(TOKENS), max_size=12).map("".join),
+    st.lists(st.one_of(st.sampled_from(TOKENS), st.text(max_size=5)), max_size=10).map("".join),
+)
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+LINK_URL = "https://gitlab.example.com/ml/model/-/pipelines/1"
+MENTION = re.compile(r"(?<![\w])[@#!&%$~][A-Za-z0-9_]")
+
+# ------------------------------------------------------------------ Slack
+
+
+def _mrkdwn_texts(message: dict) -> list[str]:
+    texts = [message["text"]]
+    for block in message["blocks"]:
+        if block["type"] == "section":
+            texts.append(block["text"]["text"])
+    return texts
+
+
+def _assert_slack_safe(message: dict) -> None:
+    for block in message["blocks"]:
+        assert not CONTROL.search(block["text"]["text"]), block
+    for text in _mrkdwn_texts(message):
+        rest = re.sub(r"<https://gitlab\.example\.com/ml/model/-/pipelines/1\|[^<>|]*>", "", text)
+        assert "<" not in rest, text  # no <!channel>, <@U..>, <url|spoof>
+        assert ">" not in rest, text
+        assert not re.search(r"@(here|channel|everyone|all)\b", text), text
+        assert text.count("```") % 2 == 0, text  # a log line cannot close the code block
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_slack_message_never_carries_a_mention_link_or_open_fence(text: str) -> None:
+    _assert_slack_safe(build_message(hostile.alert(text), kind="started", severity="critical"))
+
+
+def test_slack_message_with_every_injection_at_once() -> None:
+    message = build_message(hostile.alert(), kind="started", severity="critical")
+    _assert_slack_safe(message)
+    assert "&lt;!channel&gt;" in message["blocks"][2]["text"]["text"]  # shown as text, not removed
+
+
+# ------------------------------------------------------------------ GitLab markdown
+
+_MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+_OUR_HTML = {MARKER, "<details><summary>Reproduce</summary>", "</details>"}
+
+
+def _walk(tokens: list) -> list:
+    out = []
+    for t in tokens:
+        out.append(t)
+        out += _walk(t.children or [])
+    return out
+
+
+def _assert_markdown_safe(body: str, *, fences: int, links: int) -> None:
+    assert not CONTROL.search(body)
+    tokens = _walk(_MD.parse(body))
+    html = [t.content.strip() for t in tokens if t.type in ("html_block", "html_inline")]
+    assert all(h in _OUR_HTML for h in html), html  # no raw HTML from the input, no early </details>
+    assert html.count("</details>") == html.count("<details><summary>Reproduce</summary>")
+    hrefs = [t.attrs.get("href") for t in tokens if t.type == "link_open"]
+    assert all(h == LINK_URL for h in hrefs), hrefs
+    assert len(hrefs) == links, hrefs
+    assert not [t for t in tokens if t.type == "image"]
+    assert len([t for t in tokens if t.type == "fence"]) == fences  # a log line cannot close or open one
+    for t in tokens:
+        if t.type == "text":
+            assert not MENTION.search(t.content), t.content  # @all, #1, !2 outside code would notify/reference
+    code_lines = {i for t in tokens if t.type == "fence" and t.map for i in range(*t.map)}
+    for i, line in enumerate(body.splitlines()):
+        if i not in code_lines:
+            assert not line.lstrip().startswith("/"), line  # a quick action (/close, /merge)
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_merge_request_note_shows_hostile_text_as_text(text: str) -> None:
+    _assert_markdown_safe(note_body(hostile.alert(text)), fences=2, links=3)
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_verdict_markdown_shows_hostile_text_as_text(text: str) -> None:
+    _assert_markdown_safe(to_markdown(hostile.verdict(text, text, text)), fences=1, links=0)
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_analysis_markdown_shows_hostile_text_as_text(text: str) -> None:
+    _assert_markdown_safe(render_diagnosis(hostile.diagnosis(text), "md"), fences=1, links=1)
+
+
+def test_note_with_every_injection_at_once_keeps_the_words() -> None:
+    body = note_body(hostile.alert())
+    _assert_markdown_safe(body, fences=2, links=3)
+    assert "&lt;/details>" in body
+    assert "@\u200ball" in body
+
+
+def test_commit_status_description_has_no_control_characters() -> None:
+    status = commit_status(hostile.alert())
+    assert not CONTROL.search(status["description"])
+
+
+# ------------------------------------------------------------------ XML and terminal
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_gates_junit_is_well_formed_xml(text: str) -> None:
+    root = ET.fromstring(to_junit(hostile.verdict(text, text, text)))
+    assert len(root.iter("testcase").__next__().attrib["name"]) >= 0
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_stage_junit_is_well_formed_xml(text: str) -> None:
+    check = Check(name=text or "x", status="failed", message=text, group=text)
+    report = StageReport(
+        stage="functional_test", status="failed", started_at="2026-12-02T15:00:00+00:00", duration_s=1.0,
+        environment=Environment(torch_version=None, python="3.11", host=text), checks=(check,),
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        ET.parse(write_junit(report, Path(tmp) / "x.junit.xml"))
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_terminal_output_has_no_control_characters(text: str) -> None:
+    assert not CONTROL.search(banner(hostile.verdict(text, text, text)))
+    assert not CONTROL.search(render_diagnosis(hostile.diagnosis(text), "text"))
+    assert not CONTROL.search(escape.terminal(text))
+
+
+def test_cli_error_line_has_no_escape_sequences(tmp_path, capsys) -> None:
+    from gatekeeper.cli import main
+
+    bad = tmp_path / "g\x1b[2J\x1b]0;title\x07.yaml"  # a name from a hostile checkout
+    assert main(["evaluate", "--artifacts", str(tmp_path), "--gates", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err
+    assert err.count("\n") == 1
+
+
+# ------------------------------------------------------------------ the escaping functions themselves
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_xml_text_is_always_carried_by_xml(text: str) -> None:
+    el = ET.Element("a", name=escape.xml_text(text))
+    el.text = escape.xml_text(text)
+    ET.fromstring(ET.tostring(el))
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_md_code_block_cannot_be_closed_by_its_lines(text: str) -> None:
+    tokens = _MD.parse(escape.md_code_block(text.split("\n"), "sh") + "\n\n<div>after</div>\n")
+    assert next(t.type for t in tokens) == "fence"
+    assert tokens[-1].type == "html_block"
+
+
+@SETTINGS
+@given(HOSTILE, HOSTILE)
+def test_md_link_links_only_http_urls_and_never_lets_the_label_out(url: str, label: str) -> None:
+    tokens = _walk(_MD.parse(escape.md_link(url, label)))
+    hrefs = [t.attrs["href"] for t in tokens if t.type == "link_open"]
+    assert len(hrefs) <= 1
+    assert all(h.startswith(("http://", "https://")) for h in hrefs)
+    assert not [t for t in tokens if t.type in ("html_inline", "html_block", "image")]
+
+
+@SETTINGS
+@given(HOSTILE, HOSTILE)
+def test_slack_link_is_one_link_at_most(url: str, label: str) -> None:
+    text = escape.slack_link(url, label)
+    assert text.count("<") == text.count(">") <= 1
+    assert not text.startswith("<") or re.fullmatch(r"<https?://[^<>|\s]+\|[^<>]*>", text)

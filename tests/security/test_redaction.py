@@ -1,0 +1,144 @@
+"""One redactor, by name and by shape, behind every file and every line gatekeeper writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gatekeeper.cli import main
+from gatekeeper.contract.stage_report import Check, write_stage
+from gatekeeper.core.redact import MASK, redact, redact_env
+from tests.support import builders
+from tests.support.fake_http import refused_url
+
+# name -> (value, the secret part that must never be written). The names do not all look secret:
+# the shape of the value has to give it away.
+PLANTED = {
+    "DB_PASS": ("hunter2-db-pass", "hunter2-db-pass"),
+    "MYAPP_PASSPHRASE": ("correct-horse-battery", "correct-horse-battery"),
+    "SIGNING_KEY_MATERIAL": ("k3y-material-9431", "k3y-material-9431"),
+    "REGISTRY_CREDS": ("creds-value-77421", "creds-value-77421"),
+    "DATABASE_URL": ("postgres://admin:pa55/with/slash@db.internal:5432/app", "pa55/with/slash"),
+    "MIRROR": ("https://deploy:mirr0r-s3cret@pypi.internal/simple", "mirr0r-s3cret"),
+    "STATUS_ENDPOINT": ("https://api.example.com/v1/status?access_token=qt0ken-abc-123&x=1", "qt0ken-abc-123"),
+    "METRICS_ENDPOINT": ("https://m.example.com/push?api_key=ak-99887766&team=ml", "ak-99887766"),
+    "SENTRY": ("https://0f9e8d7c6b5a40312@o1.ingest.sentry.io/42", "0f9e8d7c6b5a40312"),
+    "HF_HOME_HINT": ("hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"),
+    "GH_MIRROR": ("ghp_0123456789abcdefghijABCDEFGHIJ012345", "ghp_0123456789abcdefghijABCDEFGHIJ012345"),
+    "GH_FINE": ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRS",
+                "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRS"),
+    "GL_DEPLOY": ("glpat-AbCdEfGhIj0123456789", "glpat-AbCdEfGhIj0123456789"),
+    "CHAT": ("xoxb-1234567890-abcdefghijklmn", "xoxb-1234567890-abcdefghijklmn"),
+    "AWS_ID": ("AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    "HOOK": ("https://hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXXXXXXXXXXXXXX", "XXXXXXXXXXXXXXXXXXXXXXXX"),
+}  # fmt: skip
+SECRETS = [secret for _, secret in PLANTED.values()]
+
+
+def _log_text() -> str:
+    lines = [f"step {i}: connecting with {value}" for i, (value, _) in enumerate(PLANTED.values())]
+    lines += [
+        "psql: host=db.internal user=ml password=dsn-pw-5521 dbname=app",
+        "Authorization: Bearer bearer-tok-0099887766",
+        '{"password": "json-pw-112233", "user": "x"}',
+        "-----BEGIN OPENSSH PRIVATE KEY-----",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW",
+        "-----END OPENSSH PRIVATE KEY-----",
+        "Traceback (most recent call last):",
+        "RuntimeError: mystery failure nobody has seen before",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+LOG_ONLY = ["dsn-pw-5521", "bearer-tok-0099887766", "json-pw-112233", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"]
+
+
+BY_NAME = ("DB_PASS", "MYAPP_PASSPHRASE", "SIGNING_KEY_MATERIAL", "REGISTRY_CREDS")
+
+
+@pytest.mark.parametrize(("name", "value", "secret"), [(n, v, s) for n, (v, s) in PLANTED.items()])
+def test_each_secret_is_redacted_in_text_and_environment(name, value, secret):
+    assert secret not in redact(f"value: {value} (from {name})", environ={name: value})
+    assert secret not in json.dumps(redact_env({name: value}))
+    if name not in BY_NAME:
+        assert secret not in redact(f"value: {value}", environ={})  # by its shape alone
+
+
+def test_log_only_shapes_are_redacted():
+    text = redact(_log_text(), environ={})
+    for secret in LOG_ONLY:
+        assert secret not in text
+    assert "mystery failure" in text  # the rest stays readable
+
+
+def test_a_secret_value_is_caught_url_encoded_and_json_escaped():
+    env = {"DB_PASSWORD": 'p@ss/wo"rd-123'}
+    assert "p%40ss%2Fwo%22rd-123" not in redact("url: https://h/?x=p%40ss%2Fwo%22rd-123", env)
+    assert 'p@ss/wo\\"rd-123' not in redact(json.dumps({"v": 'p@ss/wo"rd-123'}), env)
+
+
+def test_redaction_keeps_ordinary_text():
+    text = "https://gitlab.example.com/ml/model/-/pipelines/991 passed; key results: 3 gates, pass rate 0.98"
+    assert redact(text, environ={}) == text
+
+
+def _artifacts(tmp_path: Path) -> Path:
+    art = tmp_path / "artifacts"
+    message = "RuntimeError: mystery failure; " + " ".join(v for v, _ in PLANTED.values())
+    report = builders.report(
+        "functional_test", status="failed", checks=[Check("add", "failed", message, details={"op": "aten.add.Tensor",
+        "shapes": [[2], [2]], "dtypes": ["float32", "float32"], "note": message})],
+    )  # fmt: skip
+    write_stage(report, art)
+    (art / "job.log").write_text(_log_text())
+    return art
+
+
+def _all_output(root: Path, streams: str) -> str:
+    texts = [streams]
+    for path in root.rglob("*"):
+        if path.is_file():
+            texts.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(texts)
+
+
+@pytest.mark.slow
+def test_no_command_writes_a_planted_secret(tmp_path, monkeypatch, capsys, repo_root):
+    for name, (value, _) in PLANTED.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SLACK_WEBHOOK_URL", refused_url() + "/services/T0/B0/" + "W" * 24)
+    monkeypatch.setenv("CI_API_V4_URL", refused_url() + "/api/v4")
+    monkeypatch.setenv("GATEKEEPER_GITLAB_TOKEN", "glpat-ZyXwVuTsRqPoNmLkJiHg")
+    monkeypatch.setenv("CI_PROJECT_ID", "42")
+    monkeypatch.setenv("CI_COMMIT_SHA", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.chdir(tmp_path)
+    art = _artifacts(tmp_path)
+    out = tmp_path / "out"
+    gates = repo_root / "gates.yaml"
+    codes = {
+        "doctor": main(["doctor", "--capture", str(out / "capture"), "--timeout", "5"]),
+        "analyze json": main(["analyze", "--artifacts", str(art), "--format", "json", "--out", str(out / "a.json")]),
+        "analyze md": main(["analyze", str(art / "job.log"), "--format", "md", "--out", str(out / "a.md")]),
+        "analyze text": main(["analyze", str(art / "job.log"), "--format", "text"]),
+        "analyze bundle": main(["analyze", "--artifacts", str(art), "--bundle", str(out / "bundle"),
+                                "--format", "json", "--out", str(out / "b.json")]),
+        "evaluate": main(["evaluate", "--artifacts", str(art), "--gates", str(gates), "--out", str(out / "v")]),
+        "report": main(["report", "--artifacts", str(out / "v"), "--out", str(out / "report.html")]),
+        "report md": main(["report", "--artifacts", str(out / "v"), "--format", "md", "--out", str(out / "r.md")]),
+        "notify slack": main(["notify", "slack", "--spool", str(out / "spool"), "--timeout", "1",
+                              "--verdict", str(out / "v" / "verdict.json"), "--analysis", str(out / "a.json")]),
+        "notify gitlab": main(["notify", "gitlab", "--spool", str(out / "spool"), "--timeout", "1",
+                               "--verdict", str(out / "v" / "verdict.json"), "--analysis", str(out / "a.json")]),
+        "resend": main(["notify", "--resend", "--spool", str(out / "spool"), "--timeout", "1"]),
+    }  # fmt: skip
+    streams = capsys.readouterr()
+    assert all(code in (0, 1, 2, 3) for code in codes.values()), (codes, streams.err)
+    assert codes["doctor"] in (0, 1), streams.err
+    assert (codes["report"], codes["analyze bundle"]) == (0, 0), (codes, streams.err)
+    assert list((out / "spool" / "pending").glob("*.json")), streams.err  # both messages were spooled
+    written = _all_output(out, streams.out + streams.err)
+    leaked = [s for s in [*SECRETS, *LOG_ONLY, "glpat-ZyXwVuTsRqPoNmLkJiHg", "W" * 24] if s in written]
+    assert not leaked
+    assert MASK in written
