@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from gatekeeper.contract import schemas
 from gatekeeper.contract.metric_points import pattern_error
-from gatekeeper.core import files
+from gatekeeper.core import budgets, files
 from gatekeeper.core.errors import InputError
 
 __all__ = [
@@ -196,7 +196,7 @@ def default_gates_path(explicit: str | Path | None = None, cwd: Path | None = No
 
 
 def load_gates(path: str | Path) -> Gates:
-    return load_gates_text(files.read_text(path, what="gates file"), str(path))
+    return load_gates_text(files.read_text(path, what="gates file", max_bytes=budgets.MAX_YAML_BYTES), str(path))
 
 
 def load_gates_text(text: str, source: str) -> Gates:

@@ -14,7 +14,7 @@ from pathlib import Path
 from gatekeeper.contract.junit import JUnitSummary, expand, summarize
 from gatekeeper.contract.stage_report import StageReport, read_artifacts
 from gatekeeper.contract.verdict import Verdict, write_verdict
-from gatekeeper.core import files
+from gatekeeper.core import budgets, files
 from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.evaluate.decide import Inputs, evaluate
 from gatekeeper.evaluate.gates import Gates, default_gates_path, load_gates_text
@@ -89,7 +89,7 @@ def run_evaluate(
 def load_applied_gates(gates_path: Path, gates_ref: str | None) -> tuple[Gates, bytes, list[str]]:
     """The gates to apply, their bytes, and warnings. With ``gates_ref`` (a merge request's target branch) the
     gates file of that ref applies, and every difference of the working tree's copy is a named warning."""
-    mine_text = files.read_text(gates_path, what="gates file")
+    mine_text = files.read_text(gates_path, what="gates file", max_bytes=budgets.MAX_YAML_BYTES)
     mine = load_gates_text(mine_text, str(gates_path))
     if not gates_ref:
         return mine, mine_text.encode(), []
@@ -98,7 +98,7 @@ def load_applied_gates(gates_path: Path, gates_ref: str | None) -> tuple[Gates, 
     text = gates_at_ref(gates_ref, local)
     warnings = []
     if text is None:
-        text = files.read_text(builtin, what="gates file")
+        text = files.read_text(builtin, what="gates file", max_bytes=budgets.MAX_YAML_BYTES)
         source = f"built-in default gates ({gates_ref} has no {local})"
         if Path(gates_path).resolve() != builtin.resolve():
             warnings.append(f"{gates_ref} has no {local}: the built-in default gates apply, not this branch's")
