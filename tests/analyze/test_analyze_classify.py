@@ -552,6 +552,8 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
             "gpu-memory-access-fault",
         ),
         ("kernel launch failed: cudaErrorAssert\n", "illegal_memory_access", "device-side-assert"),
+        ("RuntimeError: CUDA error: unspecified launch failure\n", "illegal_memory_access", "kernel-exception"),
+        ("hipDeviceSynchronize: hipErrorLaunchFailure\n", "illegal_memory_access", "kernel-exception"),
         (
             "RuntimeError: CUDA error: the launch timed out and was terminated\n",
             "gpu_hang_or_timeout",
@@ -667,6 +669,31 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
         ("error: ran out of registers during register allocation\n", "compile_error", "compiler-diagnostic"),
         ("nvrtcCompileProgram: NVRTC_ERROR_COMPILATION\n", "compile_error", "compiler-diagnostic"),
         (
+            "error: <unknown>:0:0: in function k void (): local memory (70000) exceeds limit (65536)\n",
+            "compile_error",
+            "compiler-diagnostic",
+        ),
+        (
+            "kernel.py:40:16: error: 'tt.dot' op operand 0 has an unsupported layout\n",
+            "compile_error",
+            "compiler-diagnostic",
+        ),
+        (
+            "torch._inductor.exc.LoweringException: AssertionError: unsupported dtype\n",
+            "compile_error",
+            "inductor-triton-error",
+        ),
+        (
+            "urllib.error.HTTPError: HTTP Error 503: Service Unavailable\n",
+            "infra_error",
+            "network-unreachable",
+        ),
+        (
+            "socket.gaierror: [Errno 11001] getaddrinfo failed\n",
+            "infra_error",
+            "network-unreachable",
+        ),
+        (
             "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: 65536\n",
             "compile_error",
             "compiler-diagnostic",
@@ -741,7 +768,10 @@ def test_families_of_messages(rules, text, category, rule):
         "exitcode: 0 (pid: 4242)\nexit code: -90\n",
         "NCCL INFO Channel 00/02 : 0[0] -> 1[1] via P2P/IPC\nncclSuccess\n",
         "step 3: 1.25 is close to 1.25 (ok)\n",
+        "kernel launches: 1200, launch failures: 0\n",
         "LLVM ERRORS: none\n",
+        "HTTP Error 404: Not Found (optional mirror skipped)\n",
+        "note: the 'tt.dot' op is lowered to MFMA on gfx942\n",
         "gtest_main.cpp(12): note: Running main() from gtest_main.cc\n",
         "rocblas_status_success\nHIPBLAS_STATUS_SUCCESS\nmiopenStatusSuccess\n",
         "Retrying connection to the store (attempt 1 of 30)\n",
