@@ -6,7 +6,8 @@
 Reads tests/fixtures/logs/index.jsonl, takes the logs with "split": "train" only (the test split is
 never read), turns each log into the text the analyzer keeps of it (matched lines with context, last
 matched lines, tail; error lines only, normalised: gatekeeper/analyze/learned.py), and fits TF-IDF
-(sublinear tf, words and word pairs seen in at least two logs) + multinomial logistic regression.
+(sublinear tf; words, word pairs and the character 4-grams of each word, each seen in at least two
+training texts) + multinomial logistic regression.
 
 Each log is used twice: as it is, and with the lines a signature matched removed ("what is left when
 the rules miss"), because the model is asked only when no signature fired. The abstain threshold is
@@ -36,7 +37,12 @@ from gatekeeper.core import files  # noqa: E402
 LOGS = ROOT / "tests" / "fixtures" / "logs"
 SEED = 20261203
 C = 10.0  # inverse regularisation of the logistic regression
-MIN_DF = 2  # a token must occur in at least two training logs
+MIN_DF = 2  # a token must occur in at least two training texts
+# Character 4-grams of each word, besides words and word pairs: in the 5-fold cross-validation on the
+# 268 train logs of round 4 they let the model answer 189 of 536 texts (180 right) at the threshold
+# rule's 95%, against 101 (96 right) with words and pairs alone; 3- to 5-grams did as well (191, 182)
+# with twice the vocabulary. Class weights and other C values did not help.
+CHAR_NGRAMS = (4, 4)
 TARGET_PRECISION = 0.95
 THRESHOLD_FLOOR = 0.3
 
@@ -54,7 +60,7 @@ def texts(path: Path, rules) -> tuple[list[str], list[str]]:
 
 
 def doc(lines: list[str]) -> list[str]:
-    return [tok for line in lines for tok in tokens(line)]
+    return [tok for line in lines for tok in tokens(line, CHAR_NGRAMS)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
             "answered": int(answered.sum()),
             "answered_correct": int(right[part][answered].sum()),
         }
+    # The threshold rule pools both halves; the rule-less half alone is what the model faces in use.
+    cv["signature_lines_removed"]["answered_precision"] = round(
+        cv["signature_lines_removed"]["answered_correct"] / max(cv["signature_lines_removed"]["answered"], 1), 3
+    )
 
     vec, lr = fit(full + bare, [*labels, *labels])
     vocab = vec.vocabulary_
@@ -133,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         coef=tuple(tuple(float(v) for v in row) for row in lr.coef_),
         intercept=tuple(float(v) for v in lr.intercept_),
         threshold=threshold,
+        char_ngrams=CHAR_NGRAMS,
         training={
             "digest": digest,
             "digest_of": "corpus.training_digest: sha256 over file, label and sha256 of each train-split log",
@@ -142,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             "sklearn": sklearn.__version__,
             "C": C,
             "min_df": MIN_DF,
+            "char_ngrams": list(CHAR_NGRAMS),
             "seed": SEED,
             "cross_validation": cv,
         },

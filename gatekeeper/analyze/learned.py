@@ -9,7 +9,9 @@ data, never code.
 The text the model sees is what the classifier keeps of a log in bounded memory (``Evidence``): the
 lines that matched any signature with their context, the last matched lines of each source and the
 tail of each source. Of those, the *error lines* (lines with an error word) are normalised (lower
-case, no ANSI, no numbers, addresses, hashes or directories) and tokenised into words and word pairs.
+case, no ANSI, no numbers, addresses, hashes or directories) and tokenised into words and word pairs,
+and, when the model file says so (``char_ngrams``), the character n-grams of each word (``#`` + n
+characters of ``<word>``), which let related spellings (hipErrorX, HIP_ERROR_X) share weight.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "Prediction",
     "builtin_model",
     "builtin_model_path",
+    "char_ngrams",
     "error_lines",
     "evidence_text",
     "load_model",
@@ -71,10 +74,35 @@ def normalise(line: str) -> str:
     return line.lower()
 
 
-def tokens(line: str) -> list[str]:
-    """Words (numbers dropped) and adjacent word pairs of one normalised line."""
-    words = [w for w in _WORD.findall(normalise(line)) if w not in _STOP and len(w) > 1]
-    return words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+def _words(line: str) -> list[str]:
+    return [w for w in _WORD.findall(normalise(line)) if w not in _STOP and len(w) > 1]
+
+
+def tokens(line: str, grams: tuple[int, int] | None = None) -> list[str]:
+    """Words (numbers dropped) and adjacent word pairs of one normalised line; with ``grams``
+    (lo, hi) also the character n-grams of each word (``char_ngrams``)."""
+    words = _words(line)
+    out = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+    if grams:
+        out += _char_ngrams(words, *grams)
+    return out
+
+
+def _char_ngrams(words: Iterable[str], lo: int, hi: int) -> list[str]:
+    out: list[str] = []
+    for w in words:
+        padded = f"<{w}>"
+        if len(padded) < lo:  # shorter than the shortest gram: the padded word is one gram
+            out.append("#" + padded)
+            continue
+        for k in range(lo, min(hi, len(padded)) + 1):
+            out.extend("#" + padded[i : i + k] for i in range(len(padded) - k + 1))
+    return out
+
+
+def char_ngrams(line: str, lo: int, hi: int) -> list[str]:
+    """``#`` + every n-gram (lo <= n <= hi characters) of ``<word>`` for each word of the normalised line."""
+    return _char_ngrams(_words(line), lo, hi)
 
 
 def error_lines(lines: Iterable[str]) -> list[str]:
@@ -120,6 +148,7 @@ class LearnedModel:
     threshold: float
     training: Mapping[str, Any]  # digest, logs, split, cross-validated figures
     path: str = ""
+    char_ngrams: tuple[int, int] | None = None  # (lo, hi) when the model was trained with them
 
     def features(self, lines: Sequence[str]) -> Any:
         """The L2-normalised TF-IDF row (sublinear tf), as numpy: the same transform as training."""
@@ -127,7 +156,7 @@ class LearnedModel:
 
         counts: dict[int, int] = {}
         for line in lines:
-            for tok in tokens(line):
+            for tok in tokens(line, self.char_ngrams):
                 j = self.vocabulary.get(tok)
                 if j is not None:
                     counts[j] = counts.get(j, 0) + 1
@@ -152,7 +181,7 @@ class LearnedModel:
         return Prediction(best if p >= self.threshold else "unknown", p, p < self.threshold, ranking)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "schema": MODEL_SCHEMA,
             "classes": list(self.classes),
             "threshold": self.threshold,
@@ -162,6 +191,9 @@ class LearnedModel:
             "intercept": [round(v, 5) for v in self.intercept],
             "coef": [[round(v, 5) for v in row] for row in self.coef],
         }
+        if self.char_ngrams:
+            doc["char_ngrams"] = list(self.char_ngrams)
+        return doc
 
 
 def builtin_model_path() -> Path:
@@ -188,6 +220,7 @@ def load_model(path: str | Path) -> LearnedModel:
         threshold=float(doc["threshold"]),
         training=doc["training"],
         path=str(path),
+        char_ngrams=(doc["char_ngrams"][0], doc["char_ngrams"][1]) if doc.get("char_ngrams") else None,
     )
 
 
@@ -205,6 +238,14 @@ def _check(doc: Any) -> str:
         return "a coefficient row does not match the vocabulary"
     if not isinstance(doc["threshold"], (int, float)) or not 0 <= doc["threshold"] <= 1:
         return "threshold is not a number in [0, 1]"
+    grams = doc.get("char_ngrams")
+    if grams is not None and not (
+        isinstance(grams, list)
+        and len(grams) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10 for v in grams)
+        and grams[0] <= grams[1]
+    ):
+        return "char_ngrams is not [lo, hi] with 1 <= lo <= hi <= 10"
     if not isinstance(doc["training"], dict) or not isinstance(doc["training"].get("digest"), str):
         return "training.digest (sha256 of the training data) is missing"
     return ""

@@ -15,7 +15,15 @@ from gatekeeper.analyze import classify_logs
 from gatekeeper.analyze.classify import Classifier
 from gatekeeper.analyze.corpus import read_index, training_digest
 from gatekeeper.analyze.diagnosis import diagnose
-from gatekeeper.analyze.learned import LearnedModel, builtin_model, builtin_model_path, error_lines, load_model, tokens
+from gatekeeper.analyze.learned import (
+    LearnedModel,
+    builtin_model,
+    builtin_model_path,
+    char_ngrams,
+    error_lines,
+    load_model,
+    tokens,
+)
 from gatekeeper.analyze.rules import load_rules
 from gatekeeper.core.errors import InputError
 
@@ -133,6 +141,63 @@ def test_normalisation_drops_numbers_addresses_and_directories():
     assert error_lines(["step 1 ok", "done"]) == ["step 1 ok", "done"]  # no error line: everything
 
 
+def test_character_ngrams_of_each_word():
+    assert char_ngrams("hipErrorNoDevice", 4, 4)[:3] == ["#<hip", "#hipe", "#iper"]
+    assert char_ngrams("hipErrorNoDevice", 4, 4)[-1] == "#ice>"
+    assert len(char_ngrams("hipErrorNoDevice", 4, 4)) == len("<hiperrornodevice>") - 3
+    assert char_ngrams("ab", 4, 5) == ["#<ab>"]  # shorter than a gram: the padded word
+    assert char_ngrams("abc", 4, 5) == ["#<abc", "#abc>", "#<abc>"]
+    assert char_ngrams("0x7f 42 /opt/rocm/lib/x", 3, 3) == ["#<he", "#hex", "#ex>"]  # after normalisation
+    assert tokens("hip failed", (4, 4)) == [
+        "hip",
+        "failed",
+        "hip failed",
+        "#<hip",
+        "#hip>",
+        "#<fai",
+        "#fail",
+        "#aile",
+        "#iled",
+        "#led>",
+    ]
+    assert tokens("hip failed") == ["hip", "failed", "hip failed"]
+
+
+def test_numpy_predictions_match_scikit_learn_with_character_ngrams():
+    # The model file is scored by numpy alone; it must give scikit-learn's own probabilities.
+    pytest.importorskip("sklearn", reason="scikit-learn (extra [ml]) fits the reference model")
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    grams = (3, 5)
+    texts = {
+        "device_oom": ["hipErrorOutOfMemory while allocating", "HIP out of memory tried to allocate", "vram exhausted"],
+        "device_not_available": ["hipErrorNoDevice no device", "HIP_ERROR_NoDevice at init", "no GPU found"],
+        "segfault": ["Segmentation fault core dumped", "SIGSEGV in libfoo", "segfault at ip"],
+    }
+    docs = [tokens(line, grams) for lines in texts.values() for line in lines]
+    labels = [c for c, lines in texts.items() for _ in lines]
+    vec = TfidfVectorizer(analyzer=lambda d: d, sublinear_tf=True, norm="l2")
+    lr = LogisticRegression(C=10.0, max_iter=5000).fit(vec.fit_transform(docs), labels)
+    model = LearnedModel(
+        classes=tuple(lr.classes_),
+        vocabulary=vec.vocabulary_,
+        idf=tuple(vec.idf_),
+        coef=tuple(map(tuple, lr.coef_)),
+        intercept=tuple(lr.intercept_),
+        threshold=0.0,
+        training={"digest": "0" * 64},
+        char_ngrams=grams,
+    )
+    probe = ["HIP_ERROR_OutOfMemory on device", "hipErrorNoDevice"]
+    expected = lr.predict_proba(vec.transform([[t for line in probe for t in tokens(line, grams)]]))[0]
+    got = dict(model.predict(probe).ranking)
+    assert [got[c] for c in lr.classes_] == pytest.approx(list(expected), abs=1e-4)
+    # and the file round-trips the n-gram setting
+    assert LearnedModel(**{**model.__dict__, "char_ngrams": None}).to_dict().get("char_ngrams") is None
+    assert model.to_dict()["char_ngrams"] == [3, 5]
+
+
 def test_a_model_file_is_json_never_a_pickle(tmp_path):
     bad = tmp_path / "model.json"
     bad.write_bytes(pickle.dumps({"schema": "gatekeeper.analyze_model/v1"}))
@@ -151,6 +216,9 @@ def test_a_model_file_is_json_never_a_pickle(tmp_path):
         (lambda d: d.update(threshold=2), "threshold"),
         (lambda d: d["training"].pop("digest"), "training.digest"),
         (lambda d: d.pop("idf"), "missing idf"),
+        (lambda d: d.update(char_ngrams=[5, 3]), "char_ngrams"),
+        (lambda d: d.update(char_ngrams="4"), "char_ngrams"),
+        (lambda d: d.update(char_ngrams=[0, 4]), "char_ngrams"),
     ],
 )
 def test_a_malformed_model_is_one_clear_error(tmp_path, edit, message):
