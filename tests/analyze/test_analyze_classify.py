@@ -731,6 +731,28 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
             "network-unreachable",
         ),
         ("npm ERR! code ENOTFOUND\n", "infra_error", "network-unreachable"),
+        (
+            "ERROR: Preparation failed: Error response from daemon: no such volume\n",
+            "infra_error",
+            "runner-system-failure",
+        ),
+        ("Exited with status -1 (agent lost)\n", "infra_error", "runner-system-failure"),
+        ("Agent went offline during the build\n", "infra_error", "runner-system-failure"),
+        (
+            "Cannot contact gpu-node-4: java.lang.InterruptedException\n",
+            "infra_error",
+            "runner-system-failure",
+        ),
+        (
+            "fatal error: error in backend: Cannot select: intrinsic %llvm.amdgcn.x\n",
+            "compile_error",
+            "compiler-diagnostic",
+        ),
+        (
+            "NVRM: Xid (PCI:0000:41:00): 79, pid=0, GPU has fallen off the bus.\n",
+            "device_not_available",
+            "device-not-visible",
+        ),
         ("fatal: the remote end hung up unexpectedly\n", "infra_error", "network-unreachable"),
         ("error: RPC failed; curl 92 HTTP/2 stream 5 was not closed cleanly\n", "infra_error", "network-unreachable"),
         (
@@ -770,6 +792,8 @@ def test_families_of_messages(rules, text, category, rule):
         "step 3: 1.25 is close to 1.25 (ok)\n",
         "kernel launches: 1200, launch failures: 0\n",
         "LLVM ERRORS: none\n",
+        "buildkite-agent: agent lost heartbeat once, reconnected\n",
+        "Preparation failed: 0, retries: 0\n",
         "HTTP Error 404: Not Found (optional mirror skipped)\n",
         "note: the 'tt.dot' op is lowered to MFMA on gfx942\n",
         "gtest_main.cpp(12): note: Running main() from gtest_main.cc\n",
