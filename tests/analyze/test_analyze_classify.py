@@ -587,6 +587,12 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
             "driver-runtime-mismatch",
         ),
         ("cuInit: CUDA_ERROR_STUB_LIBRARY\n", "library_mismatch", "driver-runtime-mismatch"),
+        ("cudaMallocAsync: API call requires a newer CUDA driver\n", "library_mismatch", "driver-runtime-mismatch"),
+        (
+            "CUDA error: MPS client failed to connect to the MPS control daemon or the MPS server\n",
+            "device_not_available",
+            "device-not-visible",
+        ),
         (
             "CUDA error: the provided PTX was compiled with an unsupported toolchain.\n",
             "library_mismatch",
