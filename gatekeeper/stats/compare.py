@@ -157,7 +157,7 @@ def compare_runs(
     verdict, ratio, ci, p = body
     if problems:
         verdict = "inconclusive"
-    reason = "; ".join(problems) or _body_reason(verdict, ratio, ci, min_effect)
+    reason = "; ".join(problems) or _body_reason(verdict, ci, min_effect)
     return Comparison(verdict, ratio, ci, p, *tail, *p99, reason, **common)
 
 
@@ -222,7 +222,7 @@ def _body(
     return verdict, math.exp(d), (math.exp(d - half), math.exp(d + half)), p_worse
 
 
-def _body_reason(verdict: str, ratio: float, ci: tuple[float, float], min_effect: float) -> str:
+def _body_reason(verdict: str, ci: tuple[float, float], min_effect: float) -> str:
     if verdict == "regression":
         return f"significantly worse, by more than {min_effect:.0%}"
     if verdict == "improvement":
