@@ -607,6 +607,17 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
             "code-object-load-failed",
         ),
         ("hipMalloc: hipErrorMemoryAllocation\n", "device_oom", "device-out-of-memory"),
+        ("ggml_backend_alloc: failed to allocate CUDA1 buffer of size 2048\n", "device_oom", "device-out-of-memory"),
+        (
+            "E rocm_driver.cc:600] failed to allocate 3.5G (3758096384 bytes) from device: hipError_t(2)\n",
+            "device_oom",
+            "device-out-of-memory",
+        ),
+        (
+            "MIOpen Error: /src/hip/handlehip.cpp:70: Memory not available to allocate buffer: 1024\n",
+            "device_oom",
+            "device-out-of-memory",
+        ),
         ("rocblas_create_handle: rocblas_status_memory_error\n", "device_oom", "device-out-of-memory"),
         (
             "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n",
@@ -798,6 +809,7 @@ def test_families_of_messages(rules, text, category, rule):
         "step 3: 1.25 is close to 1.25 (ok)\n",
         "kernel launches: 1200, launch failures: 0\n",
         "LLVM ERRORS: none\n",
+        "allocator: allocated 3.5G (3758096384 bytes) from device 0\n",
         "buildkite-agent: agent lost heartbeat once, reconnected\n",
         "Preparation failed: 0, retries: 0\n",
         "HTTP Error 404: Not Found (optional mirror skipped)\n",
