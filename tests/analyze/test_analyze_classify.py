@@ -749,6 +749,19 @@ def test_fallback_without_aho_corasick_finds_the_same(rules):
         ),
         ("npm ERR! code ENOTFOUND\n", "infra_error", "network-unreachable"),
         (
+            "pip._vendor.urllib3.exceptions: HTTPConnectionPool(host='mirror', port=80): Read timed out.\n",
+            "infra_error",
+            "network-unreachable",
+        ),
+        ("getaddrinfo: No address associated with hostname\n", "infra_error", "network-unreachable"),
+        ("wget: unable to resolve host address 'files.example.org'\n", "infra_error", "network-unreachable"),
+        (
+            "curl: (22) The requested URL returned error: 503 Service Unavailable\n",
+            "infra_error",
+            "network-unreachable",
+        ),
+        ("docker pull: received unexpected HTTP status: 502 Bad Gateway\n", "infra_error", "network-unreachable"),
+        (
             "ERROR: Preparation failed: Error response from daemon: no such volume\n",
             "infra_error",
             "runner-system-failure",
@@ -809,6 +822,8 @@ def test_families_of_messages(rules, text, category, rule):
         "step 3: 1.25 is close to 1.25 (ok)\n",
         "kernel launches: 1200, launch failures: 0\n",
         "LLVM ERRORS: none\n",
+        "curl: (22) The requested URL returned error: 404 Not Found\n",
+        "HTTP 200 OK; gateway timeout set to 60 s\n",
         "allocator: allocated 3.5G (3758096384 bytes) from device 0\n",
         "buildkite-agent: agent lost heartbeat once, reconnected\n",
         "Preparation failed: 0, retries: 0\n",
