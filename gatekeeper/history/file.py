@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gatekeeper.contract.stage_report import StageReport, read_artifacts, write_stage
 from gatekeeper.core.errors import InputError
-from gatekeeper.history import RunInfo, comparability
+from gatekeeper.history.baseline import RunInfo, comparability
 
 __all__ = ["FileStore"]
 

@@ -25,7 +25,7 @@ import git
 from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
-from gatekeeper.history import BASELINE_VERDICTS, RunInfo, comparability, unusable
+from gatekeeper.history.baseline import BASELINE_VERDICTS, RunInfo, comparability, unusable
 
 __all__ = ["GitStore"]
 

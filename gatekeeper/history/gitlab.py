@@ -38,7 +38,7 @@ from gatekeeper.core.budgets import MAX_ZIP_MEMBER_BYTES
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.gitlab_api import GitLabClient, GitLabError
 from gatekeeper.core.redact import redact
-from gatekeeper.history import RunInfo, baseline_branch, comparability, unusable
+from gatekeeper.history.baseline import RunInfo, baseline_branch, comparability, unusable
 
 __all__ = ["GitLabStore"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gatekeeper.contract.stage_report import StageReport, utc_now
 from gatekeeper.core.errors import InputError
-from gatekeeper.history import BASELINE_VERDICTS, RunInfo, comparability, unusable
+from gatekeeper.history.baseline import BASELINE_VERDICTS, RunInfo, comparability, unusable
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
