@@ -7,7 +7,7 @@ Its own module so that the stores import these from here, not from the registry 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,6 +19,7 @@ __all__ = [
     "RunInfo",
     "baseline_branch",
     "comparability",
+    "first_comparable",
     "unusable",
 ]
 
@@ -114,6 +115,26 @@ def comparability(baseline: StageReport, candidate: StageReport) -> str | None:
         if baseline.config.get(key) != candidate.config.get(key):
             return f"baseline used {key}={baseline.config.get(key)!r}, this run {key}={candidate.config.get(key)!r}"
     return None
+
+
+def first_comparable(
+    candidates: Iterable[tuple[RunInfo, StageReport]], like: StageReport, *, passed_only: bool = False
+) -> tuple[tuple[RunInfo, StageReport] | None, list[str]]:
+    """The first candidate comparable with ``like`` (``comparability``), and why each one before it was not.
+
+    Candidates come newest first and may be fetched lazily: none after the one found is read. With
+    ``passed_only``, a candidate whose stage did not pass is not one either ("the baseline stage failed").
+    Nothing found: (None, the reasons in candidate order; empty when there was no candidate).
+    """
+    reasons: list[str] = []
+    for info, report in candidates:
+        reason = comparability(report, like)
+        if reason is None and passed_only and report.status != "passed":
+            reason = f"the baseline stage {report.status}"
+        if reason is None:
+            return (info, report), reasons
+        reasons.append(reason)
+    return None, reasons
 
 
 def _env_value(env: Environment, name: str) -> Any:
