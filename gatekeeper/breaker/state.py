@@ -286,6 +286,7 @@ def status(directory: Path) -> list[BreakerState]:
     for path in sorted(directory.glob("*--*.json")):
         doc = files.read_json(path, what="breaker state")
         if isinstance(doc, dict) and doc.get("schema") == STATE_SCHEMA:
+            _check_types(doc, path)
             out.append(BreakerState.from_dict(doc))
     return out
 

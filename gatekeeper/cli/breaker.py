@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from gatekeeper.breaker.markers import diagnosis_from_artifacts, open_markers, upstream_failure, write_marker
 from gatekeeper.breaker.policy import static_policy
@@ -166,62 +166,51 @@ def status_command(
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    env, common = os.environ, {"state": args.state}
+    # The arguments every action shares, by the parent parsers below that declare them.
+    shared: dict[str, Any] = {"state": args.state, "environ": os.environ}
+    if args.action == "status":
+        return status_command(as_json=args.json, **shared)
+    shared |= {"channel": args.channel, "job": args.job}
+    if args.action == "reset":
+        return reset_command(by=args.by, reason=args.reason, **shared)
+    shared |= {"failures": args.failures, "cooldown": args.cooldown}
     if args.action == "check":
         return check_command(
-            channel=args.channel,
-            job=args.job,
-            failures=args.failures,
-            cooldown=args.cooldown,
             policy_only=args.policy_only,
             protected_branch=args.protected_branch,
             artifacts=args.artifacts,
             after=args.after,
-            environ=env,
-            **common,
+            **shared,
         )
-    if args.action == "record":
-        return record_command(
-            channel=args.channel,
-            job=args.job,
-            failures=args.failures,
-            cooldown=args.cooldown,
-            result=args.result,
-            exit_code=args.exit_code,
-            diagnosis=args.diagnosis,
-            artifacts=args.artifacts,
-            job_url=args.job_url,
-            environ=env,
-            **common,
-        )
-    if args.action == "reset":
-        return reset_command(channel=args.channel, job=args.job, by=args.by, reason=args.reason, environ=env, **common)
-    return status_command(as_json=args.json, environ=env, **common)
+    return record_command(
+        result=args.result,
+        exit_code=args.exit_code,
+        diagnosis=args.diagnosis,
+        artifacts=args.artifacts,
+        job_url=args.job_url,
+        **shared,
+    )
+
+
+def _parents() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The shared arguments, declared once: every action's --state; the breaker's --channel and --job
+    (all but status); its thresholds --failures and --cooldown (check and record)."""
+    state, target, limits = (argparse.ArgumentParser(add_help=False) for _ in range(3))
+    state.add_argument("--state", help="state directory (default $GATEKEEPER_BREAKER_DIR or <cache root>/breaker)")
+    target.add_argument("--channel", required=True, help="stable or nightly")
+    target.add_argument("--job", required=True, help="stage or job name")
+    limits.add_argument("--failures", type=int, default=3, help="consecutive failures that open it (default 3)")
+    limits.add_argument("--cooldown", default="24h", help="wait before a probe run (default 24h)")
+    return state, target, limits
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("breaker", help="circuit breakers: static policy and per channel/job state")
     acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, text in (
-        ("check", "exit 1 on a policy violation, 4 while the breaker is open"),
-        ("record", "record a job's result"),
-        ("reset", "close a breaker by hand (logged)"),
-        ("status", "show every breaker"),
-    ):
-        a = acts.add_parser(name, help=text)
-        a.add_argument("--state", help="state directory (default $GATEKEEPER_BREAKER_DIR or <cache root>/breaker)")
-        if name == "status":
-            a.add_argument("--json", action="store_true")
-            continue
-        a.add_argument("--channel", required=True, help="stable or nightly")
-        a.add_argument("--job", required=True, help="stage or job name")
-        if name == "reset":
-            a.add_argument("--by", required=True, help="who resets it")
-            a.add_argument("--reason", required=True, help="why")
-            continue
-        a.add_argument("--failures", type=int, default=3, help="consecutive failures that open it (default 3)")
-        a.add_argument("--cooldown", default="24h", help="wait before a probe run (default 24h)")
-    check = acts.choices["check"]
+    state, target, limits = _parents()
+    check = acts.add_parser(
+        "check", help="exit 1 on a policy violation, 4 while the breaker is open", parents=[state, target, limits]
+    )
     check.add_argument("--policy-only", action="store_true", help="only the static pipeline policy")
     check.add_argument("--protected-branch", help="default $CI_DEFAULT_BRANCH or main")
     check.add_argument(
@@ -230,10 +219,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     check.add_argument(
         "--after", action="append", default=[], metavar="STAGE", help="skip (exit 4) unless STAGE passed in --artifacts"
     )
-    rec = acts.choices["record"]
+    rec = acts.add_parser("record", help="record a job's result", parents=[state, target, limits])
     rec.add_argument("--result", choices=["pass", "fail"])
     rec.add_argument("--exit-code", type=int, help="the stage's exit code (0 and 3 pass)")
     rec.add_argument("--diagnosis", help="one line saved as the last diagnosis")
     rec.add_argument("--artifacts", help="artifacts dir: the diagnosis is read from <job>.json")
     rec.add_argument("--job-url", help="link shown while the breaker is open")
+    reset = acts.add_parser("reset", help="close a breaker by hand (logged)", parents=[state, target])
+    reset.add_argument("--by", required=True, help="who resets it")
+    reset.add_argument("--reason", required=True, help="why")
+    status = acts.add_parser("status", help="show every breaker", parents=[state])
+    status.add_argument("--json", action="store_true")
     p.set_defaults(handler=_run)

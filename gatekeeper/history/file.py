@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gatekeeper.contract.stage_report import StageReport, read_artifacts, write_stage
 from gatekeeper.core.errors import InputError
-from gatekeeper.history import RunInfo, comparability
+from gatekeeper.history.baseline import RunInfo, first_comparable
 
 __all__ = ["FileStore"]
 
@@ -24,19 +24,19 @@ class FileStore:
         return read_artifacts(self.directory)
 
     def latest(self, stage: str, like: StageReport) -> StageReport | None:
-        report = self._reports().get(stage)
-        if report is None or comparability(report, like) is not None:
-            return None
-        return report
+        found = self.latest_record(stage, like)
+        return found[1] if found else None
 
     def latest_record(
         self, stage: str, like: StageReport, *, branch: str | None = None
     ) -> tuple[RunInfo, StageReport] | None:
         """A directory is named explicitly: ``branch`` does not apply (nor a verdict: it has none)."""
-        report = self.latest(stage, like)
+        report = self._reports().get(stage)
         if report is None:
             return None
-        return RunInfo(recorded_at=report.started_at, run_id=str(self.directory / f"{stage}.json")), report
+        info = RunInfo(recorded_at=report.started_at, run_id=str(self.directory / f"{stage}.json"))
+        found, _reasons = first_comparable([(info, report)], like)
+        return found
 
     def history(
         self, stage: str, *, channel: str | None = None, limit: int = 50

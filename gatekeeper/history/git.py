@@ -25,7 +25,7 @@ import git
 from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
-from gatekeeper.history import BASELINE_VERDICTS, RunInfo, comparability, unusable
+from gatekeeper.history.baseline import BASELINE_VERDICTS, RunInfo, first_comparable, unusable
 
 __all__ = ["GitStore"]
 
@@ -115,17 +115,19 @@ class GitStore:
         self.skipped = []
         on = f" from {branch}" if branch else ""
         self.why_missing = f"no passed {stage} result{on} on branch {self.branch}"
-        for info, report in self._records(stage):
-            if branch and info.ref != branch:
-                continue
-            if report.status != "passed" or (info.verdict is not None and info.verdict not in BASELINE_VERDICTS):
-                continue
-            reason = comparability(report, like)
-            if reason is None:
-                self.why_missing = ""
-                return info, report
-            self.why_missing = reason
-        return None
+        candidates = (
+            (info, report)
+            for info, report in self._records(stage)
+            if (not branch or info.ref == branch)
+            and report.status == "passed"
+            and (info.verdict is None or info.verdict in BASELINE_VERDICTS)
+        )
+        found, reasons = first_comparable(candidates, like)
+        if found is not None:
+            self.why_missing = ""
+        elif reasons:
+            self.why_missing = reasons[-1]
+        return found
 
     def history(
         self, stage: str, *, channel: str | None = None, limit: int = 50

@@ -27,7 +27,7 @@ import io
 import json
 import os
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -38,7 +38,7 @@ from gatekeeper.core.budgets import MAX_ZIP_MEMBER_BYTES
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.gitlab_api import GitLabClient, GitLabError
 from gatekeeper.core.redact import redact
-from gatekeeper.history import RunInfo, baseline_branch, comparability, unusable
+from gatekeeper.history.baseline import RunInfo, baseline_branch, first_comparable, unusable
 
 __all__ = ["GitLabStore"]
 
@@ -211,21 +211,23 @@ class GitLabStore:
         self.why_missing = ""
         self.skipped = []
         reports = self._candidates_by_pipeline(stage) if self.private else self._candidates_by_ref(stage)
-        reasons = []
-        for info, report in reports:
-            problem = unusable(report.to_dict())
-            if problem:
-                self.skipped.append(f"baseline record {info.describe()} skipped: {problem}")
-                continue
-            reason = comparability(report, like)
-            if reason is None and report.status == "passed":
-                return info, report
-            reasons.append(reason or f"the baseline stage {report.status}")
+        found, reasons = first_comparable(self._usable(reports), like, passed_only=True)
+        if found is not None:
+            return found
         if reasons:
             self.why_missing = reasons[0]
         elif not self.why_missing:
             self.why_missing = f"no {stage}.json in the latest successful artifacts of {self.branch}"
         return None
+
+    def _usable(self, reports: Iterable[tuple[RunInfo, StageReport]]) -> Iterator[tuple[RunInfo, StageReport]]:
+        """The records that may be a baseline, fetched one at a time; the others are named in ``skipped``."""
+        for info, report in reports:
+            problem = unusable(report.to_dict())
+            if problem:
+                self.skipped.append(f"baseline record {info.describe()} skipped: {problem}")
+                continue
+            yield info, report
 
     def history(
         self, stage: str, *, channel: str | None = None, limit: int = 50

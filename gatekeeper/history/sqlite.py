@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from gatekeeper.contract.stage_report import StageReport, utc_now
 from gatekeeper.core.errors import InputError
-from gatekeeper.history import BASELINE_VERDICTS, RunInfo, comparability, unusable
+from gatekeeper.history.baseline import BASELINE_VERDICTS, RunInfo, first_comparable, unusable
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -146,6 +147,15 @@ class SqliteStore:
             "yet (first run of this branch or device)"
         )
         self.skipped = []
+        found, reasons = first_comparable(self._usable(rows), like)
+        if found is not None:
+            self.why_missing = ""
+        elif reasons:
+            self.why_missing = reasons[-1]
+        return found
+
+    def _usable(self, rows: Iterable[Sequence[Any]]) -> Iterator[tuple[RunInfo, StageReport]]:
+        """The rows that may be a baseline, read one at a time; the others are named in ``skipped``."""
         for row_id, ref, commit, pipeline, verdict, at, text in rows:
             info = RunInfo(ref, commit, pipeline, verdict, at, run_id=f"sqlite:{row_id}")
             try:
@@ -156,13 +166,7 @@ class SqliteStore:
             if problem:
                 self.skipped.append(f"baseline record {info.describe()} in {self.path} skipped: {problem}")
                 continue
-            report = StageReport.from_dict(doc)
-            reason = comparability(report, like)
-            if reason is None:
-                self.why_missing = ""
-                return info, report
-            self.why_missing = reason
-        return None
+            yield info, StageReport.from_dict(doc)
 
     def history(
         self, stage: str, *, channel: str | None = None, limit: int = 50
