@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -164,8 +165,6 @@ def status_command(
 
 
 def _run(args: argparse.Namespace) -> int:
-    import os
-
     # The arguments every action shares, by the parent parsers below that declare them.
     shared: dict[str, Any] = {"state": args.state, "environ": os.environ}
     if args.action == "status":
