@@ -139,7 +139,7 @@ def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
     }
     if info.why_cpu:
         extra["why_cpu"] = info.why_cpu
-    miopen = _miopen_version(torch) if info.kind == "rocm" else None
+    miopen = _miopen_version() if info.kind == "rocm" else None
     if miopen:
         extra["miopen_version"] = miopen
     return Environment(
@@ -161,7 +161,7 @@ def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
     )
 
 
-def _miopen_version(torch_mod: object) -> str | None:
+def _miopen_version() -> str | None:
     try:
         from torch.backends import cudnn  # MIOpen sits behind the cudnn API on ROCm
 

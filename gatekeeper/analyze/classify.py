@@ -68,7 +68,6 @@ class Evidence:
     # rule id -> (source number, line) of its last match, uncapped: "what came last before the exit"
     last: dict[str, tuple[int, int]] = field(default_factory=dict)
     recent: dict[str, deque[str]] = field(default_factory=dict)  # source -> its last matched lines
-    bytes_read: int = 0
 
 
 @contextlib.contextmanager
@@ -172,7 +171,6 @@ class Classifier:
     # -- one chunk ------------------------------------------------------------
     def _chunk(self, chunk: bytes, source: str, tail: deque[bytes]) -> None:
         ev = self.evidence
-        ev.bytes_read += len(chunk)
         low = chunk.lower()
         hits = self._hits(low)
         if self._unfiltered:
