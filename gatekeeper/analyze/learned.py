@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -166,13 +166,21 @@ class LearnedModel:
         norm = float(np.linalg.norm(x))
         return x / norm if norm > 0 else x
 
+    @cached_property
+    def _arrays(self) -> tuple[Any, Any]:
+        """coef and intercept as numpy, converted once per model rather than once per prediction."""
+        import numpy as np
+
+        return np.asarray(self.coef), np.asarray(self.intercept)
+
     def predict(self, lines: Sequence[str]) -> Prediction:
         import numpy as np
 
         x = self.features(lines)
         if not x.any():  # nothing the model knows: no opinion
             return Prediction("unknown", 0.0, True, ())
-        scores = np.asarray(self.coef) @ x + np.asarray(self.intercept)
+        coef, intercept = self._arrays
+        scores = coef @ x + intercept
         probs = np.exp(scores - scores.max())
         probs /= probs.sum()
         order = np.argsort(-probs)

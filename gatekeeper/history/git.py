@@ -126,7 +126,7 @@ class GitStore:
         if found is not None:
             self.why_missing = ""
         elif reasons:
-            self.why_missing = reasons[-1]
+            self.why_missing = reasons[0]  # the newest candidate's reason, as the GitLab store reports
         return found
 
     def history(

@@ -151,7 +151,7 @@ class SqliteStore:
         if found is not None:
             self.why_missing = ""
         elif reasons:
-            self.why_missing = reasons[-1]
+            self.why_missing = reasons[0]  # the newest candidate's reason, as the GitLab store reports
         return found
 
     def _usable(self, rows: Iterable[Sequence[Any]]) -> Iterator[tuple[RunInfo, StageReport]]:

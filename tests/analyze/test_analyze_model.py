@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import pickle
@@ -194,7 +195,7 @@ def test_numpy_predictions_match_scikit_learn_with_character_ngrams():
     got = dict(model.predict(probe).ranking)
     assert [got[c] for c in lr.classes_] == pytest.approx(list(expected), abs=1e-4)
     # and the file round-trips the n-gram setting
-    assert LearnedModel(**{**model.__dict__, "char_ngrams": None}).to_dict().get("char_ngrams") is None
+    assert dataclasses.replace(model, char_ngrams=None).to_dict().get("char_ngrams") is None
     assert model.to_dict()["char_ngrams"] == [3, 5]
 
 

@@ -50,7 +50,8 @@ def test_save_commits_to_the_data_branch_without_touching_the_worktree(repo: git
     got = store.latest("performance_baseline", _report(0))
     assert got.metrics["latency_ms"].value == 12.0
     assert store.latest("performance_baseline", _report(0, arch="gfx1100")) is None
-    assert store.why_missing.startswith("baseline ran on arch")
+    # every store names the newest rejected candidate's reason (pipeline 3, gfx90a), not the oldest's
+    assert store.why_missing == "baseline ran on arch gfx90a, this run on gfx1100"
     hist = store.history("performance_baseline")
     assert [info.pipeline_id for info, _ in hist] == ["3", "2", "1"]
     assert [info.pipeline_id for info, _ in store.history("performance_baseline", limit=1)] == ["3"]

@@ -122,7 +122,7 @@ def test_private_token_walks_pipelines_jobs_and_artifacts(gitlab: tuple[FakeGitL
     assert all(r[2].get("PRIVATE-TOKEN") == TOKEN for r in fake.requests)
     # another arch only: never compared silently, and the reason is kept
     assert store.latest("performance_baseline", _report(0.0, arch="gfx1100")) is None
-    assert "arch" in store.why_missing
+    assert store.why_missing == "baseline ran on arch gfx90a, this run on gfx1100"  # pipeline 9, the newest
     assert [r.metrics["latency_ms"].value for _, r in store.history("performance_baseline")] == [5.0, 7.0]
 
 

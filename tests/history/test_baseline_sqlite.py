@@ -40,7 +40,7 @@ def test_latest_is_the_newest_comparable_result(tmp_path: Path) -> None:
     assert store.latest("performance_baseline", _report(0, arch="gfx1100")) is None  # never compared silently
     assert "no passed performance_baseline result on rocm gfx1100" in store.why_missing
     assert store.latest("performance_baseline", _report(0, model="third")) is None
-    assert store.why_missing.startswith("baseline used model=")
+    assert store.why_missing == "baseline used model='other', this run model='third'"  # the newest one's reason
     assert store.latest("verify_hip", like) is None
 
 
