@@ -303,6 +303,15 @@ def test_families_of_messages(rules, text, category, rule):
         "rocblas_status_success\nHIPBLAS_STATUS_SUCCESS\nmiopenStatusSuccess\n",
         "Retrying connection to the store (attempt 1 of 30)\n",
         "HSA_STATUS_ERROR_NOT_INITIALIZED_COUNT=0\n",
+        # fifth round
+        "Get:12 http://archive.ubuntu.com/ubuntu jammy/main amd64 cpp-12 amd64 12.3.0-1 [10.8 MB]\nFetched 50 MB in 3s\n",
+        "NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.0.0.2<0>\n",
+        "node1:77:77 [0] NCCL INFO NET/Plugin: Failed to find ncclCollNetPlugin_v6 symbol.\n",
+        "\tlibamdhip64.so.6 => /opt/rocm/lib/libamdhip64.so.6 (0x00007f1c)\n",
+        "signal handler registered; waiting on signal SIGTERM\n",
+        "assert 1.0 != 2.0 checks passed\n",
+        "P2P peer access enabled between GPU0 and GPU1\n",
+        "hipcc: found at /opt/rocm/bin/hipcc\n",
     ],
 )
 def test_family_patterns_do_not_fire_on_harmless_lines(rules, text):
