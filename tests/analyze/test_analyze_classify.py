@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -67,20 +68,22 @@ def _test_split_table(s):
 
 
 def test_test_split_does_not_regress(answers):
-    # Measured once per round, after rules and model were frozen (benchmarks/README.md). Fourth round
-    # (449 logs, 134 in the test split): top-1 0.896 (120/134), precision of non-unknown answers 0.976
-    # (120/123); third round, 109 test logs: 0.86 / 0.98; second, 97: 0.85 / 0.96; first, 74: 0.78 /
-    # 0.95. A change that loses held-out logs fails here. Failures name only figures, not files:
-    # improve rules on the train split, never on these.
+    # Measured once per round, after rules and model were frozen (benchmarks/README.md). Fifth round
+    # (561 logs, 169 in the test split, 35 of them new): top-1 0.882 (149/169), precision of non-unknown
+    # answers 0.974 (149/153); the floor is lower than the fourth round's 0.89 because the split grew
+    # by fresh logs (0.80), not because a held-out log was lost (the fourth round's 134 went from 120
+    # to 121 right). Fourth round, 134 test logs: 0.896 / 0.976; third, 109: 0.86 / 0.98; second, 97:
+    # 0.85 / 0.96; first, 74: 0.78 / 0.95. A change that loses held-out logs fails here. Failures name
+    # only figures, not files: improve rules on the train split, never on these.
     s = _scores(answers, "test")
-    assert s.accuracy >= 0.89, f"top-1 {s.accuracy:.3f}\n{_test_split_table(s)}"
+    assert s.accuracy >= 0.88, f"top-1 {s.accuracy:.3f}\n{_test_split_table(s)}"
     assert s.answered_precision >= 0.97, f"precision of non-unknown answers {s.answered_precision:.3f}"
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 15 done-when not met on the frozen test split (fourth round, 134 logs: top-1 0.896, one log "
-    "short of 0.90): see benchmarks/README.md. Strict: remove this marker when it passes.",
+    reason="issue 15 done-when not met on the frozen test split (fifth round, 169 logs: top-1 0.882, 149 right "
+    "where 0.90 needs 153): see benchmarks/README.md. Strict: remove this marker when it passes.",
 )
 def test_test_split_meets_the_done_when_thresholds(answers):
     # Frozen before any signature was tuned; never looked at when writing rules or training.
@@ -107,6 +110,25 @@ def test_every_log_is_in_the_index_once_with_provenance():
     assert all(e["source"] and e["signature"] for e in INDEX)
     assert sum("url" in e and "date" in e for e in INDEX) >= 256
     assert not list(LOGS.glob("corpus-*.jsonl"))
+
+
+def _thread(entry) -> tuple[str, str] | None:
+    """(owner/repo, number) of the issue or pull request a log comes from, by URL or by source."""
+    m = re.search(r"github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull|discussions)/(\d+)", entry.get("url") or "")
+    m = m or re.search(r"([\w.-]+/[\w.-]+) (?:issue|pull request|PR|discussion) #(\d+)", entry["source"])
+    return (m.group(1).lower(), m.group(2)) if m else None
+
+
+def test_no_thread_gives_two_logs():
+    # Two logs of one thread would put the same failure on both sides of the split (a train copy
+    # of a test log); the fifth round found three such pairs that the URLs alone did not show.
+    threads: dict[tuple[str, str], str] = {}
+    for e in INDEX:
+        key = _thread(e)
+        if key is not None:
+            assert key not in threads, f"{e['file']} and {threads[key]} come from the same thread {key}"
+            threads[key] = e["file"]
+    assert len(threads) >= 500  # the sources are written so that the check sees almost every log
 
 
 def test_index_categories_are_taxonomy_ids():
