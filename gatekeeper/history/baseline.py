@@ -54,8 +54,11 @@ class BaselineStore(Protocol):
     """One interface for every store; each takes its location as an argument."""
 
     def latest(self, stage: str, like: StageReport) -> StageReport | None:
-        """The newest stored result of ``stage`` comparable with ``like`` (see ``comparability``)."""
-        ...
+        """The newest stored result of ``stage`` comparable with ``like`` (see ``comparability``).
+
+        Every store subclasses this Protocol and inherits this body: ``latest_record`` without the record."""
+        found = self.latest_record(stage, like)
+        return found[1] if found else None
 
     def history(
         self, stage: str, *, channel: str | None = None, limit: int = 50

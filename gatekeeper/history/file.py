@@ -7,12 +7,12 @@ from pathlib import Path
 
 from gatekeeper.contract.stage_report import StageReport, read_artifacts, write_stage
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.baseline import RunInfo, first_comparable
+from gatekeeper.history.baseline import BaselineStore, RunInfo, first_comparable
 
 __all__ = ["FileStore"]
 
 
-class FileStore:
+class FileStore(BaselineStore):
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
 
@@ -22,10 +22,6 @@ class FileStore:
                 self.directory, "", "baseline directory not found", "pass a directory of an earlier run's artifacts"
             )
         return read_artifacts(self.directory)
-
-    def latest(self, stage: str, like: StageReport) -> StageReport | None:
-        found = self.latest_record(stage, like)
-        return found[1] if found else None
 
     def latest_record(
         self, stage: str, like: StageReport, *, branch: str | None = None

@@ -25,7 +25,7 @@ import git
 from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
-from gatekeeper.history.baseline import BASELINE_VERDICTS, RunInfo, first_comparable, unusable
+from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, unusable
 
 __all__ = ["GitStore"]
 
@@ -39,7 +39,7 @@ _IDENTITY = {
 }
 
 
-class GitStore:
+class GitStore(BaselineStore):
     def __init__(self, branch: str, repo: str | Path = ".", *, remote: str | None = None) -> None:
         if not branch:
             raise InputError(None, "--baseline git:", "no branch given", "e.g. git:gatekeeper-results")
@@ -104,10 +104,6 @@ class GitStore:
             except (ValueError, KeyError, TypeError):
                 continue  # a file someone edited by hand: not a baseline
         return out
-
-    def latest(self, stage: str, like: StageReport) -> StageReport | None:
-        found = self.latest_record(stage, like)
-        return found[1] if found else None
 
     def latest_record(
         self, stage: str, like: StageReport, *, branch: str | None = None

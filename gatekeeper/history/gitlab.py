@@ -38,7 +38,7 @@ from gatekeeper.core.budgets import MAX_ZIP_MEMBER_BYTES
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.gitlab_api import GitLabClient, GitLabError
 from gatekeeper.core.redact import redact
-from gatekeeper.history.baseline import RunInfo, baseline_branch, first_comparable, unusable
+from gatekeeper.history.baseline import BaselineStore, RunInfo, baseline_branch, first_comparable, unusable
 
 __all__ = ["GitLabStore"]
 
@@ -47,7 +47,7 @@ _PIPELINES = 5  # newest successful pipelines searched for a comparable result
 _MAX_ZIP = 512 * 2**20
 
 
-class GitLabStore:
+class GitLabStore(BaselineStore):
     def __init__(
         self,
         api_url: str,
@@ -199,10 +199,6 @@ class GitLabStore:
                     RunInfo(ref=self.branch, recorded_at=report.started_at, run_id=f"latest {job} of {self.branch}"),
                     report,
                 )
-
-    def latest(self, stage: str, like: StageReport) -> StageReport | None:
-        found = self.latest_record(stage, like)
-        return found[1] if found else None
 
     def latest_record(
         self, stage: str, like: StageReport, *, branch: str | None = None

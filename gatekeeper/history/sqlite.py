@@ -16,7 +16,7 @@ from typing import Any
 
 from gatekeeper.contract.stage_report import StageReport, utc_now
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.baseline import BASELINE_VERDICTS, RunInfo, first_comparable, unusable
+from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, unusable
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -47,7 +47,7 @@ CREATE INDEX IF NOT EXISTS results_stage_time ON results (stage, recorded_at, id
 """
 
 
-class SqliteStore:
+class SqliteStore(BaselineStore):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.why_missing = ""  # why the last latest() returned None
@@ -117,11 +117,6 @@ class SqliteStore:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-
-    def latest(self, stage: str, like: StageReport) -> StageReport | None:
-        """The newest passed result of ``stage`` comparable with ``like`` (None: no comparable baseline)."""
-        found = self.latest_record(stage, like)
-        return found[1] if found else None
 
     def latest_record(
         self, stage: str, like: StageReport, *, branch: str | None = None
