@@ -6,6 +6,7 @@ tracebacks) with a few real failure lines spread through it. The analysis runs
 in a child process so its wall time and peak RSS are its own.
 
     python benchmarks/analyze_speed.py [--mb 500] [--mb 50 ...] [--gzip]
+    python benchmarks/analyze_speed.py --hostile   # lines built to make the signatures' regexes backtrack
 """
 
 from __future__ import annotations
@@ -78,6 +79,20 @@ def generate(path: Path, megabytes: int, *, compress: bool) -> int:
     return path.stat().st_size
 
 
+# Lines a test under attack could print: the start literal of "NCCL WARN.*failed"-like signatures many
+# times, with the words that pass the literal pre-check but never where the regex needs them.
+HOSTILE_UNIT = "NCCL WARN [c10d] TCPStore NET/IB x "
+
+
+def generate_hostile(path: Path, kind: str) -> int:
+    if kind == "one 1.9 MB line":
+        text = "error fail " + HOSTILE_UNIT * (1_900_000 // len(HOSTILE_UNIT)) + "\n"
+    else:  # "4 MB of 2,000-character lines"
+        text = (("error fail " + HOSTILE_UNIT * 60)[:2000] + "\n") * 2000
+    path.write_text(text, encoding="utf-8")
+    return path.stat().st_size
+
+
 def measure(log: Path) -> dict[str, float | str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -102,9 +117,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, action="append", help="log size in MB (repeatable; default 500)")
     parser.add_argument("--gzip", action="store_true", help="also measure the gzip-compressed log")
+    parser.add_argument("--hostile", action="store_true", help="measure the hostile logs instead")
     args = parser.parse_args()
     print("| log | size on disk | lines | wall | CPU | peak RSS | category |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    if args.hostile:
+        for kind in ("one 1.9 MB line", "4 MB of 2,000-character lines"):
+            with tempfile.TemporaryDirectory(prefix="gk-analyze-bench-") as tmp:
+                log = Path(tmp) / "job.log"
+                size = generate_hostile(log, kind)
+                r = measure(log)
+                print(
+                    f"| {kind} | {size / 1e6:.1f} MB | {r['lines']:,} | {r['wall_s']} s | {r['cpu_s']} s "
+                    f"| {r['peak_rss_mb']} MB | {r['category']} |",
+                    flush=True,
+                )
+        return
     for mb in sorted(args.mb or [500]):  # ascending, so the peak RSS column is each run's own peak
         with tempfile.TemporaryDirectory(prefix="gk-analyze-bench-") as tmp:
             variants = [("text", False)] + ([("gzip", True)] if args.gzip else [])

@@ -28,6 +28,10 @@ __all__ = ["Classifier", "Evidence", "RuleMatch", "open_log"]
 
 CHUNK_BYTES = 2 << 20  # bounds memory: the chunk, its lowercase copy and its keyword hits
 MAX_TEXT = 400  # characters of a matched line kept in the report
+# Characters of one line that a signature's regex sees, at its start and at its end (see _views): bounds
+# the backtracking of patterns like "NCCL WARN.*failed" on hostile lines (a 1.9 MB line repeating
+# "NCCL WARN" kept one analyze busy for more than 10 minutes before this bound).
+MAX_MATCH = 1024
 RECENT_LINES = 10  # last matched lines kept per source (the error before the exit, for the learned model)
 # (rule index, pattern, literal sets that must all be present) for one keyword of the prefilter
 Target = tuple[int, "re.Pattern[str]", tuple[tuple[bytes, ...], ...]]
@@ -195,12 +199,13 @@ class Classifier:
                     continue
                 if line is None:
                     line = _clean(chunk[start:end])  # decoded only for lines that get this far
-                if not pattern.search(line):
+                    views = _views(line)
+                if not any(pattern.search(v) for v in views):
                     continue
                 rule = self.rules[rule_idx]
                 seen.add(rule_idx)
                 if rule.preceded_by is not None and not any(
-                    rule.preceded_by.search(b) for b in _before(chunk, start, rule.within, prev)
+                    rule.preceded_by.search(v) for b in _before(chunk, start, rule.within, prev) for v in _views(b)
                 ):
                     continue
                 self._record(rule, source, base + newlines + 1, line, chunk=chunk, start=start, end=end, prev=prev)
@@ -279,6 +284,15 @@ def _build_index(rules: tuple[Rule, ...]) -> tuple[list[tuple[bytes, list[Target
         else:
             kept.append((kw, list(by_keyword[kw])))
     return kept, unfiltered
+
+
+def _views(line: str) -> tuple[str, ...]:
+    """What the signatures see of a line: all of it, or, past MAX_MATCH characters, its start, its end and the
+    start of its last carriage-return segment (the final redraw of a progress bar). Error messages sit there
+    in real logs; a regex's cost on one line stays bounded whatever the line holds."""
+    if len(line) <= MAX_MATCH:
+        return (line,)
+    return line[:MAX_MATCH], line[-MAX_MATCH:], line[line.rfind("\r") + 1 :][:MAX_MATCH]
 
 
 def _clean(raw: bytes) -> str:

@@ -238,6 +238,25 @@ def test_line_numbers_context_and_ansi_are_right_across_chunk_boundaries(rules):
     assert small.sources == big.sources == {"job.log": 10001}
 
 
+def test_regexes_see_a_long_line_only_at_its_start_its_end_and_after_its_last_carriage_return(rules):
+    # A 1.9 MB line repeating "NCCL WARN" once kept analyze busy for more than 10 minutes: the regexes now see
+    # MAX_MATCH characters at each end of a line (benchmarks/README.md, "hostile"). The bound is the rule
+    # tested here: a signature in the middle of a long line is not seen, one at either end or after the
+    # last carriage return (a progress bar's final redraw) is.
+    from gatekeeper.analyze.classify import MAX_MATCH
+
+    sig, pad = "RuntimeError: HIP error: invalid device function", "x" * (2 * MAX_MATCH)
+    assert _classify_text(rules, f"{pad} {sig} {pad}\n").category == "unknown"
+    for line in (f"{sig} {pad}{pad}", f"{pad}{pad} {sig}", f"{pad}\r{pad}\r{sig} {pad}", sig):
+        d = _classify_text(rules, line + "\n")
+        assert (d.category, d.known_issue) == ("no_binary_for_gpu", "hip-no-binary-for-gpu")
+    # preceded_by looks at the lines before through the same bound
+    test_line = "[ RUN      ] Suite.Case"
+    timeout = "ERROR: Job failed: execution took longer than 1h0m0s seconds\n"
+    assert _classify_text(rules, f"{pad}{pad} {test_line}\n{timeout}").category == "gpu_hang_or_timeout"
+    assert _classify_text(rules, f"{pad} {test_line} {pad}\n{timeout}").category == "infra_error"
+
+
 def test_reads_gzip_and_several_files(rules, tmp_path):
     gz = tmp_path / "job.log.gz"
     gz.write_bytes(gzip.compress((LOGS / "device_oom__strix-halo-toolboxes-3.log").read_bytes()))
