@@ -64,10 +64,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # headers
     (re.compile(r"(?i)(authorization:\s*(?:bearer|token|basic)\s+)[^\s'\"\\]+"), r"\1" + MASK),
     (re.compile(r"(?i)((?:private|job|deploy)-token:\s*)[^\s'\"\\]+"), r"\1" + MASK),
-    # URL userinfo: everything between "://" and the last "@" before the host (a password may hold "/")
-    (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^\s'\"\\<>@]*:[^\s'\"\\<>]*@(?=[A-Za-z0-9\[])"), r"\1" + MASK + "@"),
-    # a long bare user part is a token (https://<token>@host, Sentry DSNs)
-    (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[A-Za-z0-9_\-]{16,}@(?=[A-Za-z0-9\[])"), r"\1" + MASK + "@"),
+]
+# after the URL user parts (_mask_userinfo), as before it was a scan
+_PAIR_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # query parameters and key=value pairs (libpq DSNs, logs)
     (re.compile(rf"(?i)([?&;](?:{_QUERY_KEYS})=){_V}+"), r"\1" + MASK),
     (
@@ -80,12 +79,21 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # JSON and YAML pairs: "password": "value"
     (
         re.compile(
-            r"(?i)(\"[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[_-]?key|credential)[A-Za-z0-9_.-]*\"\s*:\s*\")"
-            r"[^\"\\]*(?:\\.[^\"\\]*)*\""
+            # the key word found by a lookahead and the key consumed possessively: "[...]*word[...]*" backtracked
+            # quadratically (800 KB of "password" after a quote took 540 s)
+            r"(?i)(\"(?=[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[_-]?key|credential))[A-Za-z0-9_.-]*+"
+            r"\"\s*:\s*\")[^\"\\]*+(?:\\.[^\"\\]*+)*+\""
         ),
         r"\1" + MASK + '"',
     ),
 ]
+
+# URL userinfo is masked by a scan (_mask_userinfo), not by a regex: the regex for "everything between
+# "://" and the last "@" before the host" backtracked cubically (12 KB of "a://b:" took 88 s).
+_URL_TOKEN_END = re.compile(r"[\s'\"\\<>]")  # what ends a URL in text
+_HOST_START = re.compile(r"[A-Za-z0-9\[]")
+_BARE_USER = re.compile(r"[A-Za-z0-9_\-]{16,}@(?=[A-Za-z0-9\[])")  # https://<token>@host, Sentry DSNs
+_SCHEME_CHAR = re.compile(r"[A-Za-z0-9+.\-]")
 
 _MIN_SECRET_LEN = 6  # shorter values ("1", "true") would mask half a log
 
@@ -104,6 +112,47 @@ def _forms(value: str) -> set[str]:
     return {value, quote(value, safe=""), quote(value, safe="/"), json.dumps(value)[1:-1]}
 
 
+def _mask_userinfo(text: str) -> str:
+    """Mask the user part of ``scheme://user:password@host`` (all of it up to the last "@" before the host, so a
+    password may hold "/" or "@") and a bare user part of 16 or more token characters; in one pass over the
+    text, so that no input can make it slow. Over-masking is the safe side: any scheme-like run before "://"
+    counts."""
+    if "://" not in text:
+        return text
+    out: list[str] = []
+    done = 0  # text[:done] is in out
+    token_end = at = -1  # the URL token the last "://" was in, and its last "@" before a host
+    colon = sign = -1  # the next ":" and "@" at or after the current start (positions only move forward)
+    i = text.find("://")
+    while i != -1:
+        start = i + 3
+        if i == 0 or not _SCHEME_CHAR.match(text, i - 1) or start < done:
+            i = text.find("://", start)
+            continue
+        if start > token_end:  # a new URL token: its end and its last "@" before a host, found once
+            m = _URL_TOKEN_END.search(text, start)
+            token_end = m.start() if m else len(text)
+            at = text.rfind("@", start, token_end)
+            while at != -1 and not _HOST_START.match(text, at + 1):
+                at = text.rfind("@", start, at)
+        if colon < start:
+            colon = text.find(":", start, token_end)
+            colon = token_end if colon == -1 else colon
+        if sign < start:
+            sign = text.find("@", start, token_end)
+            sign = token_end if sign == -1 else sign
+        end = -1
+        if at > start and colon < at and colon < sign:  # user:password@host, no "@" before the first ":"
+            end = at
+        elif bare := _BARE_USER.match(text, start):
+            end = bare.end() - 1
+        if end != -1:
+            out += [text[done:start], MASK]
+            done = end
+        i = text.find("://", max(start, end))
+    return "".join(out) + text[done:]
+
+
 def redact(text: str, environ: Mapping[str, str] | None = None, extra: list[str] | None = None) -> str:
     """``text`` with secret values and token shapes replaced by MASK."""
     env = os.environ if environ is None else environ
@@ -112,6 +161,9 @@ def redact(text: str, environ: Mapping[str, str] | None = None, extra: list[str]
         if value in text:
             text = text.replace(value, MASK)
     for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    text = _mask_userinfo(text)
+    for pattern, replacement in _PAIR_PATTERNS:
         text = pattern.sub(replacement, text)
     return text
 

@@ -24,7 +24,8 @@ __all__ = ["AmdSmi", "AmdSmiDevice", "parse"]
 
 _NA = {"", "N/A", "n/a", "NA", "UNKNOWN", "None"}
 _BLOCK = re.compile(r"^(GPU|AI_NIC|NIC|CPU|CPU CORE)\s*:\s*(\d+)\s*$")
-_KEY = re.compile(r"^(\s*)([A-Z][A-Z0-9_ ]*?)\s*:\s*(.*?)\s*$")
+# matched on the right-stripped line: a lazy "(.*?)\s*$" tail backtracked quadratically on long blank runs
+_KEY = re.compile(r"^(\s*)([A-Z][A-Z0-9_ ]*?)\s*:\s*(.*)$")
 _VERSION_PARTS = {
     "rocm_version": re.compile(r"ROCm version:\s*([0-9][\w.+-]*)"),
     "driver_version": re.compile(r"amdgpu version:\s*([0-9][\w.+-]*)"),
@@ -139,7 +140,7 @@ def _parse_text(lines: list[str], b: _Builder) -> bool:
             continue
         if gpu is None:
             continue
-        kv = _KEY.match(line)
+        kv = _KEY.match(line.rstrip())
         if not kv:
             continue
         indent, key, value = len(kv.group(1)), kv.group(2), kv.group(3)

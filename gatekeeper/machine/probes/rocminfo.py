@@ -16,7 +16,8 @@ __all__ = ["GpuAgent", "RocmInfo", "parse", "strip_ansi"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _AGENT = re.compile(r"^\s*Agent\s+(\d+)\s*$")
-_KEY_VALUE = re.compile(r"^(\s*)([^:]+?):\s*(.*?)\s*$")
+# matched on the right-stripped line: a lazy "(.*?)\s*$" tail backtracked quadratically on long blank runs
+_KEY_VALUE = re.compile(r"^(\s*)([^:]+?):\s*(.*)$")
 _NUM_HEX = re.compile(r"^(\d+)\s*\((0x[0-9a-fA-F]+)\)")
 _ISA_TARGET = re.compile(r"^amdgcn-amd-amdhsa--(\S+)$")
 _GFX_NAME = re.compile(r"^gfx[0-9a-f]+$")
@@ -131,7 +132,7 @@ def parse(text: str) -> RocmInfo:
             current = _Agent(int(m.group(1)))
             agents.append(current)
             continue
-        kv = _KEY_VALUE.match(line)
+        kv = _KEY_VALUE.match(line.rstrip())
         if not kv:
             continue
         indent, key, value = len(kv.group(1)), kv.group(2).strip(), kv.group(3)
