@@ -140,8 +140,9 @@ def _devices_from_first(p: Parsed, torch: Mapping[str, Any] | None) -> list[dict
     if cenv and cenv.gpus:
         out = []
         for line in cenv.gpus:
-            m = re.match(r"^(.*?)\s*\((gfx[^)]*)\)\s*$", line)
-            name, gfx = (m.group(1), m.group(2)) if m else (line, None)
+            # greedy and on the stripped line: a lazy "(.*?)\s*" prefix backtracked quadratically on long blank runs
+            m = re.match(r"^(.*)\((gfx[^()]*)\)$", line.strip())
+            name, gfx = (m.group(1).rstrip(), m.group(2)) if m else (line, None)
             out.append(
                 {"name": name, "marketing_name": name, "gfx_arch": gfx, "compute_units": None, "source": "collect_env"}
             )

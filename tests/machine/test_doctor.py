@@ -173,6 +173,19 @@ def test_from_collect_env_capture(
     assert doc["devices"][0]["gfx_arch"] == gfx
 
 
+@pytest.mark.timeout(60)
+def test_a_pasted_gpu_line_with_a_long_blank_run_is_read_in_linear_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The device name/arch split once had a lazy "(.*?)\s*\(" prefix: quadratic on a long run of blanks.
+    gpu = "AMD Instinct MI250X" + " " * 400_000 + "x (gfx90a:sramecc+:xnack-)"
+    text = f"PyTorch version: 2.5.1+rocm6.2\nGPU models and configuration:\nGPU 0: {gpu}\n"
+    code, doc = _doctor_json(capsys, _capture(tmp_path, "cap", {}, {"collect_env.txt": text}))
+    assert code == 0
+    assert doc["devices"][0]["gfx_arch"] == "gfx90a:sramecc+:xnack-"
+    assert doc["devices"][0]["name"] == gpu[: -len(" (gfx90a:sramecc+:xnack-)")]
+
+
 def test_crashed_collect_env_is_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = _capture(tmp_path, "cap", {"collect_env.txt": "collect_env__pytorch-99983-indexerror-hip-runtime.txt"})
     code, doc = _doctor_json(capsys, d)

@@ -254,13 +254,17 @@ def test_rocminfo_truncation_is_reported() -> None:
     assert r.gfx_bases == ("gfx942",)
 
 
-# A key/value line with a long run of blanks inside its value made the old "(.*?)\s*$" tail backtrack
-# quadratically (30 KB: 0.5 s, so this 1 MB line would take minutes); the parsers now match right-stripped lines.
+# A key/value line with a long run of blanks inside made the old lazy "(.*?)\s*$" parts backtrack quadratically
+# (30 KB: 0.5 s, 80 KB: 6 s, so these 1 MB lines would take minutes); the parsers now match stripped lines greedily.
 @pytest.mark.timeout(60)
 def test_long_blank_runs_in_key_value_lines_parse_in_linear_time() -> None:
     line = "  Name:" + " x" * 250_000 + " " * 500_000 + "y   \n"
     rocminfo.parse("Agent 1\n" + line)
     amd_smi.parse("GPU: 0\n" + line.upper())
+    blank_key = "Is CUDA available" + " " * 500_000 + "x"
+    gpu_line = "GPU 0:" + " x" * 250_000 + " " * 500_000 + "y"
+    env = collect_env.parse(f"{blank_key}\nGPU models and configuration:\n{gpu_line}\n")
+    assert env.gpus == (gpu_line[len("GPU 0:") :].strip(),)
     kv = rocminfo._KEY_VALUE.match("  Marketing Name:   AMD Instinct MI300X   ".rstrip())
     assert kv is not None
     assert kv.group(3) == "AMD Instinct MI300X"

@@ -27,8 +27,9 @@ _FIELDS = {
     "HIP runtime version": "hip_runtime",
     "MIOpen runtime version": "miopen",
 }
-_KEY = re.compile(r"^([A-Za-z][A-Za-z ()/]+?)\s*:\s*(.*?)\s*$")
-_GPU_LINE = re.compile(r"^GPU \d+:\s*(.+?)\s*$")
+# Matched on stripped lines, without lazy parts before a "\s*": those backtracked quadratically on long blank runs.
+_KEY = re.compile(r"^([A-Za-z][A-Za-z ()/]*[A-Za-z()/])\s*:\s*(.*)$")
+_GPU_LINE = re.compile(r"^GPU \d+:\s*(.+)$")
 _GFX = re.compile(r"\((gfx[0-9a-f]+(?::[a-z]+[+-])*)\)")
 
 
