@@ -265,6 +265,10 @@ def test_long_blank_runs_in_key_value_lines_parse_in_linear_time() -> None:
     gpu_line = "GPU 0:" + " x" * 250_000 + " " * 500_000 + "y"
     env = collect_env.parse(f"{blank_key}\nGPU models and configuration:\n{gpu_line}\n")
     assert env.gpus == (gpu_line[len("GPU 0:") :].strip(),)
+    blanks = " " * 1_000_000
+    amd_smi.parse(f"GPU: 0\n  MARKET{blanks}NAME\n| 0000:03:00.0 x{blanks}y\n")
+    kfd_topology.parse(f"gfx_target_version 90010\nabc: x{blanks}y\nabc{blanks}:\n")
+    lspci.parse(f"03:00.0 VGA{blanks}x\n")
     kv = rocminfo._KEY_VALUE.match("  Marketing Name:   AMD Instinct MI300X   ".rstrip())
     assert kv is not None
     assert kv.group(3) == "AMD Instinct MI300X"

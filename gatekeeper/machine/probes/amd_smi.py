@@ -25,13 +25,14 @@ __all__ = ["AmdSmi", "AmdSmiDevice", "parse"]
 _NA = {"", "N/A", "n/a", "NA", "UNKNOWN", "None"}
 _BLOCK = re.compile(r"^(GPU|AI_NIC|NIC|CPU|CPU CORE)\s*:\s*(\d+)\s*$")
 # matched on the right-stripped line: a lazy "(.*?)\s*$" tail backtracked quadratically on long blank runs
-_KEY = re.compile(r"^(\s*)([A-Z][A-Z0-9_ ]*?)\s*:\s*(.*)$")
+_KEY = re.compile(r"^(\s*)([A-Z](?:[A-Z0-9_ ]*[A-Z0-9_])?)\s*:\s*(.*)$")
 _VERSION_PARTS = {
     "rocm_version": re.compile(r"ROCm version:\s*([0-9][\w.+-]*)"),
     "driver_version": re.compile(r"amdgpu version:\s*([0-9][\w.+-]*)"),
     "amdsmi_version": re.compile(r"(?:AMDSMI Tool|AMD-SMI)[: ]\s*([0-9][\w.+-]*)"),
 }
-_TABLE_ROW = re.compile(r"^\|\s*([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\s+(.*?)\s*\|")
+# possessive: "\s+(.*?)\s*\|" backtracked quadratically on a row with a long blank run and no closing "|"
+_TABLE_ROW = re.compile(r"^\|\s*([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\s++([^|]*+)\|")
 _GFX = re.compile(r"^gfx[0-9a-f]+$")
 
 

@@ -23,7 +23,8 @@ __all__ = ["KfdNode", "KfdTopology", "gfx_name", "parse"]
 
 _PATH_NODE = re.compile(r"/nodes/(\d+)/properties")
 _PATH_LINE = re.compile(r"^(?P<path>\S*/nodes/(?P<node>\d+)/properties):(?P<rest>.*)$")
-_KV = re.compile(r"^(?P<key>[a-z][a-z0-9_]*)\s*(?::\s*|\s+)(?P<value>\S.*?)\s*$")
+# on stripped lines, greedy: a lazy "\S.*?" before "\s*$" backtracked quadratically on long blank runs
+_KV = re.compile(r"^(?P<key>[a-z][a-z0-9_]*)(?:\s*:\s*|\s+)(?P<value>\S.*)$")
 _HEADER = re.compile(r"^GPU\s*:\s*(\d+)\s*$")
 _KNOWN = {"gfx_target_version", "cpu_cores_count", "simd_count", "vendor_id", "device_id", "gpu_id", "node_id"}
 

@@ -19,7 +19,7 @@ DISPLAY_CLASSES = ("VGA compatible controller", "Display controller", "3D contro
 _VENDORS = {"1002": "AMD", "10de": "NVIDIA", "8086": "Intel"}
 _LINE = re.compile(
     r"^(?P<slot>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
-    r"(?P<cls>[^:\[]+?)(?:\s*\[(?P<cls_id>[0-9a-fA-F]{4})\])?:\s+(?P<desc>.*)$"
+    r"(?P<cls>[^:\[]+)(?:\[(?P<cls_id>[0-9a-fA-F]{4})\])?:\s+(?P<desc>.*)$"  # greedy: lazy was quadratic on blank runs
 )
 _IDS = re.compile(r"\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]")
 _DETAIL = re.compile(r"^(Kernel driver in use|Subsystem):\s*(.*)$")
