@@ -65,7 +65,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?i)(authorization:\s*(?:bearer|token|basic)\s+)[^\s'\"\\]+"), r"\1" + MASK),
     (re.compile(r"(?i)((?:private|job|deploy)-token:\s*)[^\s'\"\\]+"), r"\1" + MASK),
 ]
-# after the URL user parts (_mask_userinfo), as before it was a scan
+# applied after _mask_userinfo: the URL user parts come first, as when they were regexes in _PATTERNS
 _PAIR_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # query parameters and key=value pairs (libpq DSNs, logs)
     (re.compile(rf"(?i)([?&;](?:{_QUERY_KEYS})=){_V}+"), r"\1" + MASK),
