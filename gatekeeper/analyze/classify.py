@@ -28,6 +28,10 @@ __all__ = ["Classifier", "Evidence", "RuleMatch", "open_log"]
 
 CHUNK_BYTES = 2 << 20  # bounds memory: the chunk, its lowercase copy and its keyword hits
 MAX_TEXT = 400  # characters of a matched line kept in the report
+# Bytes of log text (after gunzip) read in one analysis, over all sources: bounds the time a gzip bomb or an
+# endless artifact can take (about 17 ns of CPU a byte here: 4 GiB in a bit over a minute). What is left
+# unread is named in the diagnosis (``inputs[].truncated_after_bytes``), never silently dropped.
+MAX_INPUT_BYTES = 4 * 2**30
 # Characters of one line that a signature's regex sees, at its start and at its end (see _views): bounds
 # the backtracking of patterns like "NCCL WARN.*failed" on hostile lines (a 1.9 MB line repeating
 # "NCCL WARN" kept one analyze busy for more than 10 minutes before this bound).
@@ -72,6 +76,8 @@ class Evidence:
     # rule id -> (source number, line) of its last match, uncapped: "what came last before the exit"
     last: dict[str, tuple[int, int]] = field(default_factory=dict)
     recent: dict[str, deque[str]] = field(default_factory=dict)  # source -> its last matched lines
+    bytes_read: int = 0  # over all sources, against the classifier's max_input_bytes
+    truncated: dict[str, int] = field(default_factory=dict)  # source -> bytes read when the budget ran out
 
 
 @contextlib.contextmanager
@@ -105,13 +111,21 @@ def _maybe_gzip(stream: BinaryIO) -> BinaryIO:
 
 class Classifier:
     def __init__(
-        self, rules: RuleSet, *, context: int = 2, per_rule: int = 5, tail: int = 40, chunk_bytes: int = CHUNK_BYTES
+        self,
+        rules: RuleSet,
+        *,
+        context: int = 2,
+        per_rule: int = 5,
+        tail: int = 40,
+        chunk_bytes: int = CHUNK_BYTES,
+        max_input_bytes: int = MAX_INPUT_BYTES,
     ) -> None:
         self.rules = rules.rules
         self.context = context
         self.per_rule = per_rule
         self.tail = tail
         self.chunk_bytes = chunk_bytes
+        self.max_input_bytes = max_input_bytes
         self.evidence = Evidence()
         self._order = 0
         self._source_no = 0
@@ -142,17 +156,24 @@ class Classifier:
 
     # -- input --------------------------------------------------------------
     def scan(self, stream: BinaryIO, source: str) -> None:
-        """Read ``stream`` to its end, recording matches under ``source``."""
+        """Read ``stream`` to its end, recording matches under ``source``; when the input budget of this classifier
+        (``max_input_bytes`` over all sources) runs out first, the source is named in ``evidence.truncated``."""
         ev = self.evidence
         ev.sources[source] = ev.sources.get(source, 0)
         self._source_no = list(ev.sources).index(source)
         tail: deque[bytes] = deque(maxlen=max(self.tail, self.context, 20))
         rest = b""
+        read = 0
         try:
             while True:
-                block = stream.read(self.chunk_bytes)
+                left = self.max_input_bytes - ev.bytes_read
+                block = stream.read(min(self.chunk_bytes, left)) if left > 0 else b""
                 if not block:
+                    if left <= 0 and stream.read(1):  # the budget ran out before this source did
+                        ev.truncated[source] = read
                     break
+                read += len(block)
+                ev.bytes_read += len(block)
                 data = rest + block
                 cut = data.rfind(b"\n") + 1
                 if cut == 0:

@@ -74,6 +74,7 @@ class FailureDiagnosis:
     waiver_detail: Mapping[str, Any] | None = None  # the gate's waiver in gates.yaml (with --gates)
     decided_by: str = "none"  # "rule" (a signature), "model" (the learned second opinion) or "none"
     model: Mapping[str, Any] | None = None  # the second opinion when it was asked (no signature fired)
+    truncated: Mapping[str, int] = field(default_factory=dict)  # source -> bytes read before the input budget ran out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,7 +94,11 @@ class FailureDiagnosis:
             "also_seen": list(self.also_seen),
             "environment": dict(self.environment),
             "failed_checks": [c.to_dict() for c in self.failed_checks],
-            "inputs": [{"source": s, "lines": n} for s, n in self.sources.items()],
+            "inputs": [
+                {"source": s, "lines": n}
+                | ({"truncated_after_bytes": self.truncated[s]} if s in self.truncated else {})
+                for s, n in self.sources.items()
+            ],
             "bundle": self.bundle,
         }
 
@@ -202,6 +207,7 @@ def diagnose(
         environment=env,
         failed_checks=tuple(checks),
         sources=dict(evidence.sources),
+        truncated=dict(evidence.truncated),
         waiver=winner.waiver if winner is not None and decided_by == "rule" else None,
         rule_source="model" if decided_by == "model" else (winner.source if winner is not None else None),
         excerpt=_excerpt(all_matches, evidence),

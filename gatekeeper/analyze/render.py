@@ -62,6 +62,7 @@ def _markdown(d: FailureDiagnosis) -> str:
         out += ["Links: " + " · ".join(md_link(link, link) for link in d.links), ""]
     if d.bundle:
         out += [f"Reproduction bundle: {md_code_span(d.bundle)}", ""]
+    out += [f"Not read to the end: {md_text(_unread(s, n))}" for s, n in d.truncated.items()]
     return "\n".join(out)
 
 
@@ -84,7 +85,12 @@ def _text(d: FailureDiagnosis) -> str:
         out.append(f"see: {link}")
     if d.bundle:
         out.append(f"reproduction bundle: {d.bundle}")
+    out += [f"not read to the end: {_unread(s, n)}" for s, n in d.truncated.items()]
     return "\n".join(out) + "\n"
+
+
+def _unread(source: str, read: int) -> str:
+    return f"{source}: only its first {read:,} bytes were read (the input budget of one analysis ran out)"
 
 
 def _waiver_text(d: FailureDiagnosis) -> str:

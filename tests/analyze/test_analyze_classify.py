@@ -257,6 +257,29 @@ def test_regexes_see_a_long_line_only_at_its_start_its_end_and_after_its_last_ca
     assert _classify_text(rules, f"{pad} {test_line} {pad}\n{timeout}").category == "infra_error"
 
 
+def test_the_input_budget_stops_reading_and_says_what_was_not_read(rules):
+    # A gzip bomb or an endless artifact log cannot keep analyze busy: it reads at most max_input_bytes of text
+    # over all sources (4 GiB by default) and names each source it did not read to the end.
+    from gatekeeper.analyze.render import render
+
+    noise = "".join(f"step {i} ok\n" for i in range(2000)).encode()
+    error = b"RuntimeError: HIP error: invalid device function\n"
+    clf = Classifier(rules, chunk_bytes=4096, max_input_bytes=len(noise))
+    clf.scan(io.BytesIO(noise + error), "job.log")
+    clf.scan(io.BytesIO(error), "other.log")
+    d = diagnose(clf.evidence, rules)
+    assert d.category == "unknown"  # the error lay beyond the budget: not read, so not claimed
+    assert [i.get("truncated_after_bytes") for i in d.to_dict()["inputs"]] == [len(noise), 0]
+    assert f"not read to the end: job.log: only its first {len(noise):,} bytes were read" in render(d, "text")
+    assert "Not read to the end" in render(d, "md")
+    # a log that fits the budget exactly is read whole and not reported
+    whole = Classifier(rules, chunk_bytes=4096, max_input_bytes=len(noise + error))
+    whole.scan(io.BytesIO(noise + error), "job.log")
+    d = diagnose(whole.evidence, rules)
+    assert d.category == "no_binary_for_gpu"
+    assert "truncated_after_bytes" not in d.to_dict()["inputs"][0]
+
+
 def test_reads_gzip_and_several_files(rules, tmp_path):
     gz = tmp_path / "job.log.gz"
     gz.write_bytes(gzip.compress((LOGS / "device_oom__strix-halo-toolboxes-3.log").read_bytes()))
