@@ -32,6 +32,11 @@ MAX_TEXT = 400  # characters of a matched line kept in the report
 # endless artifact can take (about 17 ns of CPU a byte here: 4 GiB in a bit over a minute). What is left
 # unread is named in the diagnosis (``inputs[].truncated_after_bytes``), never silently dropped.
 MAX_INPUT_BYTES = 4 * 2**30
+# Characters of candidate lines (those holding a signature's literals) handed to the regexes in one analysis.
+# Crafted lines cost up to about 2 µs a character (benchmarks/README.md, "hostile"): this bounds such a log at
+# about four minutes. A generated 50 MB CI log hands over almost nothing, the corpus's error excerpts half their
+# text; a real log would have to hold 128 MiB of such lines to reach it (and is then named as not read to the end).
+MAX_MATCHED_CHARS = 128 * 2**20
 # Characters of one line that a signature's regex sees, at its start and at its end (see _views): bounds
 # the backtracking of patterns like "NCCL WARN.*failed" on hostile lines (a 1.9 MB line repeating
 # "NCCL WARN" kept one analyze busy for more than 10 minutes before this bound).
@@ -77,6 +82,7 @@ class Evidence:
     last: dict[str, tuple[int, int]] = field(default_factory=dict)
     recent: dict[str, deque[str]] = field(default_factory=dict)  # source -> its last matched lines
     bytes_read: int = 0  # over all sources, against the classifier's max_input_bytes
+    matched_chars: int = 0  # of candidate lines given to the regexes, against max_matched_chars
     truncated: dict[str, int] = field(default_factory=dict)  # source -> bytes read when the budget ran out
 
 
@@ -119,6 +125,7 @@ class Classifier:
         tail: int = 40,
         chunk_bytes: int = CHUNK_BYTES,
         max_input_bytes: int = MAX_INPUT_BYTES,
+        max_matched_chars: int = MAX_MATCHED_CHARS,
     ) -> None:
         self.rules = rules.rules
         self.context = context
@@ -126,6 +133,7 @@ class Classifier:
         self.tail = tail
         self.chunk_bytes = chunk_bytes
         self.max_input_bytes = max_input_bytes
+        self.max_matched_chars = max_matched_chars
         self.evidence = Evidence()
         self._order = 0
         self._source_no = 0
@@ -156,8 +164,9 @@ class Classifier:
 
     # -- input --------------------------------------------------------------
     def scan(self, stream: BinaryIO, source: str) -> None:
-        """Read ``stream`` to its end, recording matches under ``source``; when the input budget of this classifier
-        (``max_input_bytes`` over all sources) runs out first, the source is named in ``evidence.truncated``."""
+        """Read ``stream`` to its end, recording matches under ``source``; when a budget of this classifier runs out
+        first (``max_input_bytes`` read, or ``max_matched_chars`` matched, over all sources), the source is named in
+        ``evidence.truncated`` with the bytes of it that were read."""
         ev = self.evidence
         ev.sources[source] = ev.sources.get(source, 0)
         self._source_no = list(ev.sources).index(source)
@@ -166,7 +175,8 @@ class Classifier:
         read = 0
         try:
             while True:
-                left = self.max_input_bytes - ev.bytes_read
+                spent = ev.matched_chars >= self.max_matched_chars
+                left = 0 if spent else self.max_input_bytes - ev.bytes_read
                 block = stream.read(min(self.chunk_bytes, left)) if left > 0 else b""
                 if not block:
                     if left <= 0 and stream.read(1):  # the budget ran out before this source did
@@ -221,6 +231,7 @@ class Classifier:
                 if line is None:
                     line = _clean(chunk[start:end])  # decoded only for lines that get this far
                     views = _views(line)
+                    ev.matched_chars += sum(len(v) for v in views)
                 if not any(pattern.search(v) for v in views):
                     continue
                 rule = self.rules[rule_idx]

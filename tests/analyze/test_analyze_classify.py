@@ -272,6 +272,13 @@ def test_the_input_budget_stops_reading_and_says_what_was_not_read(rules):
     assert [i.get("truncated_after_bytes") for i in d.to_dict()["inputs"]] == [len(noise), 0]
     assert f"not read to the end: job.log: only its first {len(noise):,} bytes were read" in render(d, "text")
     assert "Not read to the end" in render(d, "md")
+    # the other budget: characters of candidate lines given to the regexes (crafted lines are slow to match)
+    candidates = b"failed, then NCCL WARN\n" * 200  # both literals, never in the order the signature needs
+    clf = Classifier(rules, chunk_bytes=1024, max_matched_chars=1000)
+    clf.scan(io.BytesIO(candidates + error), "job.log")
+    d = diagnose(clf.evidence, rules)
+    assert d.category == "unknown"
+    assert 0 < d.to_dict()["inputs"][0]["truncated_after_bytes"] < len(candidates)
     # a log that fits the budget exactly is read whole and not reported
     whole = Classifier(rules, chunk_bytes=4096, max_input_bytes=len(noise + error))
     whole.scan(io.BytesIO(noise + error), "job.log")
