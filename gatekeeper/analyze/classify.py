@@ -324,7 +324,9 @@ def _views(line: str) -> tuple[str, ...]:
     in real logs; a regex's cost on one line stays bounded whatever the line holds."""
     if len(line) <= MAX_MATCH:
         return (line,)
-    return line[:MAX_MATCH], line[-MAX_MATCH:], line[line.rfind("\r") + 1 :][:MAX_MATCH]
+    cr = line.rfind("\r")
+    ends = (line[:MAX_MATCH], line[-MAX_MATCH:])
+    return ends if cr == -1 else (*ends, line[cr + 1 :][:MAX_MATCH])  # without a \r that view is the start again
 
 
 def _clean(raw: bytes) -> str:
