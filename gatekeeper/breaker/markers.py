@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gatekeeper.contract.stage_names import STAGE_NAMES
-from gatekeeper.contract.stage_report import read_stage
+from gatekeeper.contract.stage_report import StageReport, read_stage
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 
@@ -48,13 +48,9 @@ def upstream_failure(artifacts: Path, after: Sequence[str]) -> str | None:
     decide here, from their own channel's artifacts, whether to go on.
     """
     for stage in after:
-        path = artifacts / f"{file_stem(stage)}.json"
-        if not path.is_file():
-            return f"{stage} wrote no report"
-        try:
-            report = read_stage(path)
-        except InputError as err:
-            return f"{stage} report unreadable ({err.line()})"
+        report, problem = _stage_report(artifacts, stage)
+        if report is None:
+            return f"{stage} {problem}"
         if report.status in ("failed", "error"):
             counts = report.counts()
             return f"{stage} {report.status} ({counts['failed']} failed, {counts['error']} errors)"
@@ -115,16 +111,23 @@ def marker_problem(doc: object, path: Path, channel: str, pipeline: str | None) 
 
 def diagnosis_from_artifacts(artifacts: Path, job: str) -> str | None:
     """The failed checks of the job's stage report, as one short line."""
-    path = artifacts / f"{file_stem(job)}.json"
-    if not path.is_file():
-        return f"{job} wrote no report (crashed or timed out before writing {path.name})"
-    try:
-        report = read_stage(path)
-    except InputError as err:
-        return f"unreadable stage report: {err.line()}"
+    report, problem = _stage_report(artifacts, job)
+    if report is None:
+        return f"{job} {problem}"
     bad = [c for c in report.checks if c.status in ("failed", "error")]
     if not bad:
         return None
     first = "; ".join(f"{c.name}: {c.message}" for c in bad[:2])
     more = f" (+{len(bad) - 2} more)" if len(bad) > 2 else ""
     return (first + more)[:300]
+
+
+def _stage_report(artifacts: Path, job: str) -> tuple[StageReport | None, str]:
+    """The job's stage report, or None and what is wrong with it (the job's name goes in front)."""
+    path = artifacts / f"{file_stem(job)}.json"
+    if not path.is_file():
+        return None, f"wrote no report (crashed or timed out before writing {path.name})"
+    try:
+        return read_stage(path), ""
+    except InputError as err:
+        return None, f"report unreadable ({err.line()})"

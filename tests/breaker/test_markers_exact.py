@@ -48,7 +48,9 @@ def test_file_stem_exactly(job: str, stem: str) -> None:
 
 
 def test_upstream_failure_names_the_stage_its_status_and_counts(tmp_path: Path) -> None:
-    assert upstream_failure(tmp_path, ["verify_hip"]) == "verify_hip wrote no report"
+    assert upstream_failure(tmp_path, ["verify_hip"]) == (
+        "verify_hip wrote no report (crashed or timed out before writing verify_hip.json)"
+    )
     write_stage(report("verify_hip", status="passed"), tmp_path)
     errored = report("functional_test", status="error", checks=[Check("a", "error", "boom"), Check("b", "passed")])
     write_stage(errored, tmp_path)
@@ -150,8 +152,8 @@ def test_diagnosis_of_a_passing_or_unreadable_report(tmp_path: Path) -> None:
     assert diagnosis_from_artifacts(tmp_path, "functional_test") is None
     (tmp_path / "functional_test.json").write_text("")
     got = diagnosis_from_artifacts(tmp_path, "functional_test")
-    assert got == f"unreadable stage report: {tmp_path / 'functional_test.json'}: empty stage artifact; " + (
-        "hint: rerun the step that wrote it"
+    assert got == f"functional_test report unreadable ({tmp_path / 'functional_test.json'}: empty stage artifact; " + (
+        "hint: rerun the step that wrote it)"
     )
 
 
