@@ -383,6 +383,13 @@ def test_families_of_messages(rules, text, category, rule):
         "assert 1.0 != 2.0 checks passed\n",
         "P2P peer access enabled between GPU0 and GPU1\n",
         "hipcc: found at /opt/rocm/bin/hipcc\n",
+        # sixth round
+        "ninja: no work to do.\n[1/4] Building CXX object src/CMakeFiles/k.dir/k.cpp.o\n",
+        "nvcc warning : The 'compute_60' architecture is deprecated\n",
+        "NVML initialised: driver 550.54, 8 devices\n",
+        "Waiting for a runner matching the specified labels: self-hosted, gpu\n",
+        "MIOpen(HIP)  12.5: Info [BuildHip] comgr status = SUCCESS\n",
+        "hipError_t(0) hipSuccess\n",
     ],
 )
 def test_family_patterns_do_not_fire_on_harmless_lines(rules, text):
