@@ -10,15 +10,13 @@ failure by itself (``category: null``) says why; it must stay ``unknown`` when i
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 import yaml
 
-from gatekeeper.analyze.classify import Classifier
-from gatekeeper.analyze.diagnosis import diagnose
 from gatekeeper.analyze.rules import CATEGORIES, load_rules
+from tests.analyze.test_analyze_classify import _classify_text
 
 CATALOGUES = sorted((Path(__file__).parent / "catalogues").glob("*.yaml"))
 
@@ -39,12 +37,6 @@ def _messages():
 @pytest.fixture(scope="module")
 def rules():
     return load_rules()
-
-
-def _classify(rules, text: str):
-    clf = Classifier(rules)
-    clf.scan(io.BytesIO(text.encode()), "job.log")
-    return diagnose(clf.evidence, rules)
 
 
 def test_there_are_catalogues():
@@ -72,5 +64,5 @@ def test_each_catalogue_names_its_source(path):
 
 @pytest.mark.parametrize("msg", list(_messages()))
 def test_catalogue_message_is_classified_as_its_category(rules, msg):
-    d = _classify(rules, msg["rendered"])
+    d = _classify_text(rules, msg["rendered"])
     assert d.category == (msg["category"] or "unknown"), (msg["format"], d.known_issue)
