@@ -142,3 +142,17 @@ def test_the_pipeline_driver_decides_one_channel_for_stages_and_evaluate(monkeyp
     assert job_channel("stable", {"GATEKEEPER_CHANNEL": "nightly"}) == "stable"
     monkeypatch.setattr(metadata, "version", lambda name: "2.13.0+cpu")
     assert job_channel(None, {}) == "stable"
+
+
+def test_a_history_record_that_contradicts_its_row_is_ignored(tmp_path, store, capsys):
+    """A row filed under the stable channel whose stored report says nightly is never the stable baseline,
+    and the skip is a named warning."""
+    import sqlite3
+
+    SqliteStore(store).save(_perf(300.0, "nightly"), RunInfo("main", "c2", "3", "pass", "2026-01-03T00:00:00+00:00"))
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE results SET channel = 'stable' WHERE pipeline_id = '3'")
+    found = load_baselines(f"sqlite:{store}", {"performance_baseline": _perf(290.0, "stable")}, {}, channel="stable")
+    assert found.reports["performance_baseline"].metrics["latency_ms"].value == 100.0
+    assert found.runs["performance_baseline"]["pipeline_id"] == "1"
+    assert any("channel 'stable', its stored report says 'nightly'" in w for w in found.warnings), found.warnings
