@@ -165,3 +165,14 @@ def test_the_template_passes_a_fully_qualified_ref():
     script = "\n".join(render(_include(), ROOT)["gatekeeper:gate"]["script"])
     assert 'GATEKEEPER_GATES_REF="refs/remotes/origin/$target"' in script
     assert 'GATEKEEPER_GATES_REF="origin/' not in script
+
+
+def test_stage_jobs_never_pass_on_a_file_named_like_the_gates_outputs():
+    """A stage job runs the merge request's code: a verdict.json it writes must not reach the failure job."""
+    from gatekeeper.evaluate.outputs import OUTPUTS
+    from tests.test_ci_templates import ROOT, _include, render
+
+    jobs = render(_include(), ROOT)
+    for stage in ("verify_hip", "functional_test", "performance_baseline", "compatibility_check"):
+        excluded = jobs[f"gatekeeper:{stage}"]["artifacts"].get("exclude", [])
+        assert {f"artifacts/**/{name}" for name in OUTPUTS} <= set(excluded), stage
