@@ -56,7 +56,7 @@ __all__ = [
 SPOOL_SCHEMA = "gatekeeper.alert/v2"
 KEY_VARIABLE = "GATEKEEPER_SPOOL_KEY"
 STALE_CLAIM_S = 3600.0
-MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a verdict of a few hundred gates and its analysis fit many times over
+MAX_ENTRY_BYTES = 16 * 1024 * 1024  # a verdict of a few hundred gates and its analysis fit many times over
 _MAC = re.compile(r"[0-9a-f]{64}")
 
 
