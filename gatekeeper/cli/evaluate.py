@@ -37,12 +37,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--gates-ref",
         metavar="REF",
-        help="apply the gates file as it is at git REF (a merge request's target branch); every difference of "
-        "this branch's copy is a named warning",
+        help="apply the gates file as it is at git REF (a merge request's target branch), a fully qualified ref "
+        "(refs/remotes/origin/main) or a full commit SHA; every difference of this branch's copy is a named warning",
     )
     p.add_argument("--baseline", help="baseline store: DIR, sqlite:PATH, gitlab: or git:BRANCH")
     p.add_argument(
-        "--channel", choices=["stable", "nightly"], help="default: $GATEKEEPER_CHANNEL, else the stages' own"
+        "--channel",
+        choices=["stable", "nightly"],
+        help="the job's channel (default: $GATEKEEPER_CHANNEL, else stable); every artifact must report it",
     )
     p.add_argument("--out", type=Path, help="where to write the verdict (default: the artifacts directory)")
     p.add_argument(

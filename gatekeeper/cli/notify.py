@@ -41,9 +41,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "notify",
         help="Slack alert, MR note and commit status for a verdict (never changes the exit code)",
-        epilog="Exit codes: 0 (also when sending failed: the message is spooled), 2 bad input.",
+        epilog="Exit codes: 0 (also when sending failed: the message is spooled), 2 bad input (also a verdict "
+        "of another pipeline, commit or merge request than this job's).",
     )
-    p.add_argument("--resend", action="store_true", help="send the spooled messages in SPOOL/pending/")
+    p.add_argument(
+        "--resend",
+        action="store_true",
+        help="send the spooled messages in SPOOL/pending/ that are signed with $GATEKEEPER_SPOOL_KEY, to this "
+        "job's project only (without the key nothing is sent)",
+    )
     p.add_argument("--spool", dest="resend_spool", default="alerts", metavar="DIR", help="default: alerts")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per HTTP request (default 10)")
     p.set_defaults(handler=_cmd_notify_resend)

@@ -10,7 +10,7 @@ gatekeeper goes through one function here, chosen by the reader of the output:
 - GitLab markdown: HTML as entities, markdown punctuation backslash-escaped
   (no ``[text](url)``, no emphasis, no table cell break), ``@`` mentions and
   ``/`` quick actions broken, code blocks fenced longer than any backtick run
-  inside them.
+  inside them; no line of any of them starts with ``/`` (a quick action).
 - Terminal: control characters (escape sequences, carriage returns, bidi
   overrides) shown as ``\\xNN`` instead of being interpreted.
 - XML 1.0: characters the format cannot carry shown as ``\\xNN``.
@@ -162,9 +162,13 @@ def md_code_block(lines: Iterable[str], info: str = "") -> str:
     """A fenced code block no line can close: the fence is longer than any backtick run in the lines.
 
     Inside a fence GitLab renders no HTML, mentions or quick actions, so a
-    ``</details>`` or ``@all`` in a log line stays text.
+    ``</details>`` or ``@all`` in a log line stays text. A line that starts with
+    ``/`` is still indented by one space: GitLab finds quick actions with a
+    pattern of its own, which need not see a longer fence (four backticks or
+    more) as code, and a quick action runs only at the very start of a line.
     """
     body = [terminal(line, newlines=False) for line in lines]
+    body = [" " + line if line.startswith("/") else line for line in body]
     longest = max((len(m) for line in body for m in re.findall(r"`{3,}", line)), default=0)
     fence = "`" * max(3, longest + 1)
     info = re.sub(r"[^A-Za-z0-9_+-]", "", info)

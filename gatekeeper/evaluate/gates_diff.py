@@ -1,43 +1,170 @@
 """Gates from the target branch: read gates.yaml at a git ref, and name every difference from the
 merge request's own copy (rules weakened, gates removed, waivers added), so a merge request cannot
-weaken the gates that judge it without the verdict saying so."""
+weaken the gates that judge it without the verdict saying so.
+
+The ref must name one commit unambiguously: a fully qualified ref (``refs/remotes/origin/main``,
+looked up exactly, with ``git show-ref --verify``) or a full commit SHA. A short name is refused:
+git prefers ``refs/tags/origin/main`` to ``refs/remotes/origin/main``, so a merge request that
+pushes such a tag would pick its own gates. The file is read from the commit's tree (git objects,
+through gitpython as ``history/git.py`` does), never from the work tree; a symlink in that tree is
+followed inside the tree, and one that leaves it, dangles or loops is an input error.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from gatekeeper.core import proc
+import git
+
+from gatekeeper.core import budgets
 from gatekeeper.core.errors import InputError
 from gatekeeper.evaluate.gates import Gate, Gates, Rule
 
-__all__ = ["differences", "gates_at_ref"]
+__all__ = ["differences", "gates_at_ref", "resolve_gates_ref"]
 
-GIT_TIMEOUT_S = 60
+GIT_TIMEOUT_S = 60  # every git child gitpython starts for a command is killed after this
+MAX_LINKS = 8  # symlinks followed inside the tree before it counts as a loop
+_FULL_SHA = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
 _ON_MISSING = {"fail": 0, "warn": 1, "skip": 2}  # higher: weaker
+_LINK_MODE = 0o120000
 
 
-def gates_at_ref(ref: str, path: Path) -> str | None:
-    """The text of ``path`` at git ``ref`` (None when the file does not exist there); InputError for a bad ref."""
-    rel = os.path.relpath(Path(path).resolve(), Path.cwd().resolve())
-    if rel.startswith(".."):
-        raise InputError(path, "", "--gates-ref needs a gates file inside the repository", "pass --gates ./gates.yaml")
-    known = proc.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], timeout=GIT_TIMEOUT_S)
-    if not known.ok:
+def _hint(ref: str) -> str:
+    branch = ref.removeprefix("origin/") if not ref.startswith("refs/") else "BRANCH"
+    return (
+        f"pass a fully qualified ref, e.g. refs/remotes/origin/{branch} after "
+        f"git fetch origin +refs/heads/{branch}:refs/remotes/origin/{branch}, or a full commit SHA "
+        "(in a merge request: $CI_MERGE_REQUEST_DIFF_BASE_SHA)"
+    )
+
+
+def _repo() -> git.Repo:
+    try:
+        return git.Repo(Path.cwd(), search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise InputError(Path.cwd(), "", "--gates-ref needs a git repository", "run evaluate in the checkout") from None
+
+
+def resolve_gates_ref(ref: str, repo: git.Repo | None = None) -> str:
+    """The full SHA of the commit ``ref`` names: a full SHA or a fully qualified ref, never a short name."""
+    repo = repo or _repo()
+    if _FULL_SHA.fullmatch(ref):
+        candidate = ref.lower()
+    elif ref.startswith("refs/"):
+        try:
+            repo.git.check_ref_format(ref, kill_after_timeout=GIT_TIMEOUT_S)
+            candidate = repo.git.show_ref("--verify", "--hash", ref, kill_after_timeout=GIT_TIMEOUT_S).strip()
+        except git.GitCommandError:
+            raise InputError(
+                None, "--gates-ref", f"{ref!r} is not a ref in this repository", _hint(ref)
+            ) from None  # fmt: skip
+    else:
         raise InputError(
             None,
             "--gates-ref",
-            f"{ref!r} is not a commit in this repository ({known.stderr.strip() or known.describe()})",
-            f"fetch it first, e.g. git fetch --depth 1 origin {ref.removeprefix('origin/')}",
+            f"{ref!r} is not a fully qualified ref (refs/...) or a full commit SHA: a short name is ambiguous "
+            f"(a tag named {ref} would win over the branch)",
+            _hint(ref),
         )
-    shown = proc.run(["git", "show", f"{ref}:./{rel}"], timeout=GIT_TIMEOUT_S)
-    if shown.ok:
-        return shown.stdout
-    exists = proc.run(["git", "cat-file", "-e", f"{ref}:./{rel}"], timeout=GIT_TIMEOUT_S)
-    if exists.returncode not in (0, None):
+    try:
+        return repo.git.rev_parse(
+            "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}", kill_after_timeout=GIT_TIMEOUT_S
+        ).strip()
+    except git.GitCommandError:
+        raise InputError(
+            None, "--gates-ref", f"{ref!r} is not a commit in this repository",
+            f"fetch it first; {_hint(ref)}",
+        ) from None  # fmt: skip
+
+
+def gates_at_ref(ref: str, path: Path) -> str | None:
+    """The text of ``path`` in the tree of the commit ``ref`` names (None when the file does not exist there).
+
+    InputError for an ambiguous or unknown ref, a path outside the repository, and a symlink at the ref that
+    leaves the tree, dangles or loops; the work tree is never read."""
+    repo = _repo()
+    sha = resolve_gates_ref(ref, repo)
+    rel = _repo_path(repo, path)
+    try:
+        data = _read_in_tree(repo.commit(sha).tree, rel, ref)
+    except (ValueError, git.GitCommandError) as err:
+        raise InputError(None, "--gates-ref", f"cannot read {rel} at {ref}: {err}") from None
+    if data is None:
         return None
-    raise InputError(None, "--gates-ref", f"cannot read {rel} at {ref}: {shown.stderr.strip() or shown.describe()}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{ref}:{rel}", f"byte {err.start}", "not UTF-8 text") from None
+
+
+def _repo_path(repo: git.Repo, path: Path) -> PurePosixPath:
+    """``path`` relative to the repository's top, without following any symlink of the work tree."""
+    top = Path(repo.working_tree_dir or ".").resolve()
+    here = PurePosixPath(os.path.relpath(Path.cwd().resolve(), top))
+    given = os.path.normpath(os.path.join(os.path.abspath("."), os.fspath(path)))  # lexical: links are not followed
+    rel = PurePosixPath(os.path.normpath(here / os.path.relpath(given, os.path.abspath("."))))
+    if rel.parts[:1] == ("..",) or rel.is_absolute() or str(rel) == ".":
+        raise InputError(path, "", "--gates-ref needs a gates file inside the repository", "pass --gates ./gates.yaml")
+    return rel
+
+
+def _read_in_tree(root: Any, rel: PurePosixPath, ref: str) -> bytes | None:
+    """The bytes of the regular file ``rel`` in the tree ``root``, following symlinks inside that tree."""
+    todo = list(rel.parts)
+    at: list[str] = []  # the directory we are in, from the top of the tree
+    links = 0
+    followed: str | None = None  # the first symlink followed, for the error message
+
+    def refuse(problem: str) -> InputError:
+        return InputError(None, "--gates-ref", f"{rel} at {ref}: {problem}", "make it a regular file in that branch")
+
+    while todo:
+        name = todo.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            if not at:
+                raise refuse(f"the symlink {followed} points outside the repository")
+            at.pop()
+            continue
+        here = root
+        for part in at:
+            here = here / part
+        try:
+            item = here / name
+        except KeyError:
+            if followed is not None:
+                raise refuse(
+                    f"the symlink {followed} points to {'/'.join([*at, name])}, which {ref} does not have"
+                ) from None
+            return None
+        if item.type == "blob" and item.mode == _LINK_MODE:
+            links += 1
+            if links > MAX_LINKS:
+                raise refuse(f"more than {MAX_LINKS} symlinks (a loop)")
+            target = item.data_stream.read(4096).decode("utf-8", "replace")
+            followed = followed or "/".join([*at, name])
+            if target.startswith("/"):
+                raise refuse(f"the symlink {followed} points outside the repository ({target})")
+            todo = [*PurePosixPath(target).parts, *todo]
+            continue
+        if todo:
+            if item.type != "tree" and followed is None:
+                return None
+            if item.type != "tree":
+                raise refuse(f"the symlink {followed} leads through {'/'.join([*at, name])}, not a directory there")
+            at.append(name)
+            continue
+        if item.type != "blob":
+            raise refuse(f"{'/'.join([*at, name])} is a {item.type}, not a file")
+        if item.size > budgets.MAX_YAML_BYTES:
+            raise refuse(f"{item.size} bytes, more than {budgets.MAX_YAML_BYTES}")
+        data: bytes = item.data_stream.read()
+        return data
+    raise refuse("names a directory")
 
 
 def differences(target: Gates, mine: Gates, *, ref: str) -> list[str]:

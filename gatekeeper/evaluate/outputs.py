@@ -13,7 +13,11 @@ from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
 from gatekeeper.core.escape import md_code_block, md_code_span, md_text, terminal, xml_text
 from gatekeeper.evaluate.point_gates import SweepTable, split_results, sweep_tables
 
-__all__ = ["banner", "no_gpu_line", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
+__all__ = ["OUTPUTS", "banner", "no_gpu_line", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
+
+# Every file evaluate writes into --out, verdict.json first: evaluate removes them all before it reads
+# any input, so a failed run leaves no verdict (of an earlier run, or planted) behind.
+OUTPUTS = ("verdict.json", "verdict.md", "gates.junit.xml", "metrics.txt")
 
 _ICON = {
     Outcome.PASS: "✅ pass",

@@ -8,7 +8,7 @@ import datetime as dt
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gatekeeper.contract.junit import JUnitSummary, expand, summarize
@@ -16,14 +16,18 @@ from gatekeeper.contract.stage_report import StageReport, read_artifacts
 from gatekeeper.contract.verdict import Verdict, write_verdict
 from gatekeeper.core import budgets, files
 from gatekeeper.core.ci_context import PipelineContext
+from gatekeeper.core.errors import InputError
 from gatekeeper.evaluate.decide import Inputs, evaluate
 from gatekeeper.evaluate.gates import Gates, default_gates_path, load_gates_text
 from gatekeeper.evaluate.gates_diff import differences, gates_at_ref
-from gatekeeper.evaluate.outputs import to_junit, to_markdown, to_metrics_txt
+from gatekeeper.evaluate.outputs import OUTPUTS, to_junit, to_markdown, to_metrics_txt
 from gatekeeper.history import BASELINE_VERDICTS, RunInfo, baseline_branch, comparability, open_store
 
 __all__ = [
+    "CHANNELS",
     "Baselines",
+    "check_channels",
+    "clear_outputs",
     "load_baselines",
     "provenance",
     "read_junit",
@@ -32,6 +36,8 @@ __all__ = [
     "run_evaluate",
     "write_outputs",
 ]
+
+CHANNELS = ("stable", "nightly")
 
 
 def run_evaluate(
@@ -49,19 +55,25 @@ def run_evaluate(
     gates_ref: str | None = None,
 ) -> Verdict:
     env = dict(os.environ if environ is None else environ)
-    gates, gates_text, gate_warnings = load_applied_gates(gates_path, gates_ref)
+    clear_outputs(out)  # before anything can fail: a failed run leaves no verdict behind
+    job_channel, channel_source = resolve_channel(channel, env)
+    context = PipelineContext.from_env(env)
+    gates, gates_text, gate_warnings = load_applied_gates(
+        gates_path, gates_ref, in_merge_request=context.is_merge_request
+    )
     reports = read_artifacts(artifacts)
+    check_channels(reports, artifacts, job_channel, channel_source)
     junit = read_junit(gates)
-    found = load_baselines(baseline, reports, env)
+    found = load_baselines(baseline, reports, env, channel=job_channel)
     warnings = [*gate_warnings, *found.warnings]
     now = dt.datetime.now(dt.timezone.utc)
     verdict = evaluate(
         Inputs(
             gates=gates,
             reports=reports,
-            channel=resolve_channel(channel, reports, env),
+            channel=job_channel,
             today=today or now.date(),
-            context=PipelineContext.from_env(env),
+            context=context,
             baselines=found.reports,
             baseline_notes=found.notes,
             baseline_runs=found.runs,
@@ -86,25 +98,53 @@ def run_evaluate(
     return verdict
 
 
-def load_applied_gates(gates_path: Path, gates_ref: str | None) -> tuple[Gates, bytes, list[str]]:
+def clear_outputs(out: Path) -> None:
+    """Remove every file evaluate owns in ``out`` (verdict.json first); InputError when one cannot be removed."""
+    for name in OUTPUTS:
+        path = Path(out) / name
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as err:
+            raise InputError(
+                path, "", f"cannot remove the earlier {name}: {err.strerror}",
+                "evaluate owns this name in --out: remove what is there, or pass another --out",
+            ) from None  # fmt: skip
+
+
+def load_applied_gates(
+    gates_path: Path, gates_ref: str | None, *, in_merge_request: bool = False
+) -> tuple[Gates, bytes, list[str]]:
     """The gates to apply, their bytes, and warnings. With ``gates_ref`` (a merge request's target branch) the
-    gates file of that ref applies, and every difference of the working tree's copy is a named warning."""
+    gates file of that ref applies, and every difference of the working tree's copy is a named warning.
+
+    A gates file this branch has and ``gates_ref`` lacks: outside a merge request the built-in defaults apply
+    (with a warning); in a merge request it is an input error, never the defaults the merge request picked."""
     mine_text = files.read_text(gates_path, what="gates file", max_bytes=budgets.MAX_YAML_BYTES)
     mine = load_gates_text(mine_text, str(gates_path))
     if not gates_ref:
         return mine, mine_text.encode(), []
     builtin = default_gates_path(cwd=Path("/nonexistent-dir"))
-    local = gates_path if Path(gates_path).resolve() != builtin.resolve() else Path("gates.yaml")
+    uses_builtin = Path(gates_path).resolve() == builtin.resolve()
+    local = Path("gates.yaml") if uses_builtin else Path(gates_path)
     text = gates_at_ref(gates_ref, local)
     warnings = []
     if text is None:
+        if in_merge_request and not uses_builtin:
+            raise InputError(
+                None,
+                "--gates-ref",
+                f"{gates_ref} has no {local}: this merge request's own {local} would judge it, or built-in "
+                "defaults it did not choose",
+                f"add {local} to the target branch first; to bootstrap, a maintainer sets the CI variable "
+                "GATEKEEPER_GATES_FROM_TARGET=0 for that one merge request",
+            )
         text = files.read_text(builtin, what="gates file", max_bytes=budgets.MAX_YAML_BYTES)
         source = f"built-in default gates ({gates_ref} has no {local})"
-        if Path(gates_path).resolve() != builtin.resolve():
+        if not uses_builtin:
             warnings.append(f"{gates_ref} has no {local}: the built-in default gates apply, not this branch's")
     else:
         source = f"{gates_ref}:{local}"
-        if Path(gates_path).resolve() == builtin.resolve():
+        if uses_builtin:
             warnings.append(f"this branch deletes {local}: {gates_ref}'s {local} applies")
     applied = load_gates_text(text, source)
     for line in differences(applied, mine, ref=gates_ref):
@@ -156,14 +196,36 @@ def record_run(spec: str, reports: Mapping[str, StageReport], verdict: Verdict, 
         store.save(report, info)
 
 
-def resolve_channel(explicit: str | None, reports: Mapping[str, StageReport], environ: Mapping[str, str]) -> str:
-    """--channel, else $GATEKEEPER_CHANNEL, else what the stages recorded, else stable."""
+def resolve_channel(explicit: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+    """The job's channel and where it came from: --channel, else $GATEKEEPER_CHANNEL, else stable.
+
+    Never the artifacts': what a stage reports about its channel is checked against this (``check_channels``)."""
     if explicit:
-        return explicit
-    if environ.get("GATEKEEPER_CHANNEL") in ("stable", "nightly"):
-        return environ["GATEKEEPER_CHANNEL"]
-    channels = {r.environment.channel for r in reports.values()}
-    return channels.pop() if len(channels) == 1 else "stable"
+        return _channel(explicit, "--channel"), "--channel"
+    if environ.get("GATEKEEPER_CHANNEL"):
+        return _channel(environ["GATEKEEPER_CHANNEL"], "$GATEKEEPER_CHANNEL"), "$GATEKEEPER_CHANNEL"
+    return "stable", "the default: no --channel, no $GATEKEEPER_CHANNEL"
+
+
+def _channel(value: str, where: str) -> str:
+    if value not in CHANNELS:
+        raise InputError(None, where.lstrip("$"), f"unknown channel {value!r}", f"use one of: {', '.join(CHANNELS)}")
+    return value
+
+
+def check_channels(reports: Mapping[str, StageReport], artifacts: Path, channel: str, source: str) -> None:
+    """Every artifact must report the job's channel: one that claims another is an input error naming both."""
+    for stage, report in sorted(reports.items()):
+        claimed = report.environment.channel
+        if claimed != channel:
+            named = Path(artifacts) / f"{stage}.json"
+            raise InputError(
+                named if named.exists() else artifacts,
+                "environment.channel",
+                f"the artifact says channel {claimed!r}, this job's channel is {channel!r} ({source})",
+                f"evaluate {claimed} artifacts in a {claimed} job (--channel {claimed}); a job's channel comes from "
+                "--channel or $GATEKEEPER_CHANNEL, never from its artifacts",
+            )
 
 
 def read_junit(gates: Gates) -> dict[str, JUnitSummary | None]:
@@ -183,16 +245,20 @@ class Baselines:
     warnings: list[str] = field(default_factory=list)  # records skipped as unusable
 
 
-def load_baselines(spec: str | None, reports: Mapping[str, StageReport], environ: Mapping[str, str]) -> Baselines:
-    """The policy: per stage, the newest result of the same channel and device fingerprint, from the baseline
-    branch (a merge request's target, else the protected branch; ``baseline_branch``), whose run passed or warned."""
+def load_baselines(
+    spec: str | None, reports: Mapping[str, StageReport], environ: Mapping[str, str], *, channel: str
+) -> Baselines:
+    """The policy: per stage, the newest result of the job's ``channel`` and the run's device fingerprint, from the
+    baseline branch (a merge request's target, else the protected branch; ``baseline_branch``), whose run passed
+    or warned. The channel is the job's, never the one the artifact reports about itself."""
     out = Baselines()
     if not spec:
         return out
     store = open_store(spec, environ)
     branch = baseline_branch(environ)
     found, notes = out.reports, out.notes
-    for stage, report in reports.items():
+    for stage, claimed in reports.items():
+        report = replace(claimed, environment=replace(claimed.environment, channel=channel))  # type: ignore[arg-type]
         record = store.latest_record(stage, report, branch=branch)
         for line in getattr(store, "skipped", ()):
             print(f"gatekeeper: warning: {line}", file=sys.stderr)

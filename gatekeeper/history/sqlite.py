@@ -123,7 +123,7 @@ class SqliteStore(BaselineStore):
     ) -> tuple[RunInfo, StageReport] | None:
         env = like.environment
         query = (
-            "SELECT id, ref, commit_sha, pipeline_id, verdict, recorded_at, report FROM results "
+            "SELECT id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, channel FROM results "
             "WHERE stage = ? AND channel IS ? AND device_kind IS ? AND arch IS ? AND status = 'passed' "
             "AND (verdict IS NULL OR verdict IN (?, ?))"
         )
@@ -151,13 +151,13 @@ class SqliteStore(BaselineStore):
 
     def _usable(self, rows: Iterable[Sequence[Any]]) -> Iterator[tuple[RunInfo, StageReport]]:
         """The rows that may be a baseline, read one at a time; the others are named in ``skipped``."""
-        for row_id, ref, commit, pipeline, verdict, at, text in rows:
+        for row_id, ref, commit, pipeline, verdict, at, text, channel in rows:
             info = RunInfo(ref, commit, pipeline, verdict, at, run_id=f"sqlite:{row_id}")
             try:
                 doc = json.loads(text)
             except ValueError:
                 doc = None
-            problem = unusable(doc)
+            problem = unusable(doc) or _contradiction(doc, channel)
             if problem:
                 self.skipped.append(f"baseline record {info.describe()} in {self.path} skipped: {problem}")
                 continue
@@ -179,3 +179,12 @@ class SqliteStore(BaselineStore):
             (RunInfo(ref, commit, pipeline, verdict, at), StageReport.from_dict(json.loads(text)))
             for ref, commit, pipeline, verdict, at, text in rows
         ]
+
+
+def _contradiction(doc: Any, channel: str | None) -> str | None:
+    """A record whose stored report names another channel than the row it was found by is never obeyed."""
+    env = doc.get("environment") if isinstance(doc, dict) else None
+    claimed = env.get("channel") if isinstance(env, dict) else None
+    if claimed != channel:
+        return f"filed under channel {channel!r}, its stored report says {claimed!r}"
+    return None

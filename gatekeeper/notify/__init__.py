@@ -4,29 +4,41 @@ Sending never changes the pipeline's verdict or exit code: every function here
 returns 0 once its input is valid (bad input is InputError, exit 2). A message
 that cannot be delivered after retries is logged (redacted) and spooled to
 ``<spool>/pending/`` for ``gatekeeper notify --resend``.
+
+Where a message goes (project, merge request, commit, pipeline) and the links in
+it come from the job's CI variables, never from the verdict file; a verdict that
+contradicts the job (another pipeline, commit or merge request) is refused
+(``alert.check_context``). The spool keeps signed data that ``resend`` renders
+again and sends only to the resending job's own project (``spool``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.contract import schemas
+from gatekeeper.contract.analysis import ANALYSIS_SCHEMA, Analysis
+from gatekeeper.contract.verdict import VERDICT_SCHEMA, Verdict
+from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 from gatekeeper.core.gitlab_api import TOKEN_VARIABLE, GitLabError, client_from_env
 from gatekeeper.core.locking import LockTimeout, locked
 from gatekeeper.core.redact import redact
 from gatekeeper.notify import dedupe, spool
-from gatekeeper.notify.alert import Alert, load_alert, severity_of
+from gatekeeper.notify.alert import Alert, Links, job_project, load_alert, severity_of
 from gatekeeper.notify.gitlab_note import commit_status, note_body, publish
 from gatekeeper.notify.slack import SlackSendError, SlackTarget, send
 from gatekeeper.notify.slack_message import build_message
 
-__all__ = ["notify_gitlab", "notify_slack", "resend"]
+__all__ = ["entry_data", "notify_gitlab", "notify_slack", "resend"]
 
 Log = Callable[[str], None]
 
@@ -110,11 +122,14 @@ def _slack(
             send(message, target, timeout=timeout, retries=retries)
             log(f"gatekeeper: notify slack: sent {decision.kind} alert ({severity}) via {target.describe()}")
         except Exception as err:  # SlackSendError, or a bug: either way the message is spooled, never lost
-            payload = {"message": message, "channel": target.channel}
-            path = spool.spool(spool_dir, "slack", payload, _describe(err), secrets=target.secrets)
+            target_data = {"project": job_project(env), "mr_iid": alert.context.mr_iid, "channel": target.channel}
+            data = entry_data(alert, target_data, how={"kind": decision.kind, "severity": severity})
+            path, signed = spool.spool(
+                spool_dir, "slack", data, _describe(err), key=env.get(spool.KEY_VARIABLE), secrets=target.secrets
+            )
             log(
                 redact(
-                    f"gatekeeper: notify slack: not delivered: {_describe(err)}; spooled to {path}",
+                    f"gatekeeper: notify slack: not delivered: {_describe(err)}; spooled to {path}{_unsigned(signed)}",
                     extra=target.secrets,
                 )
             )
@@ -149,32 +164,53 @@ def notify_gitlab(
             "(CI_JOB_TOKEN cannot write them; add a project access token with api scope as a masked variable)"
         )
         return ExitCode.PASS
-    project = env.get("CI_PROJECT_ID") or env.get("CI_PROJECT_PATH")
+    project = job_project(env)
     if not project:
         log("gatekeeper: notify gitlab: CI_PROJECT_ID not set: not in a GitLab pipeline, nothing sent")
         return ExitCode.PASS
-    payload = {
-        "project": project,
-        "mr_iid": alert.context.mr_iid,
-        "sha": alert.commit,
-        "note": note_body(alert),
-        "status": commit_status(alert),
-        "pipeline_id": alert.context.pipeline_id,
-    }
-    if not payload["mr_iid"] and not payload["sha"]:
+    ctx = alert.context  # the job's: the merge request, the commit (only ever this job's own) and the pipeline
+    target = {"project": project, "mr_iid": ctx.mr_iid, "sha": ctx.commit, "pipeline_id": ctx.pipeline_id}
+    if not target["mr_iid"] and not target["sha"]:
         log("gatekeeper: notify gitlab: no merge request and no commit SHA: nothing to post")
         return ExitCode.PASS
     try:
-        for line in publish(client, payload):
+        for line in publish(client, _gitlab_payload(alert, target)):
             log(f"gatekeeper: notify gitlab: {line}")
     except Exception as err:  # GitLabError, or a bug: either way the message is spooled, never lost
-        path = spool.spool(spool_dir, "gitlab", payload, _describe(err), secrets=[client.token])
+        path, signed = spool.spool(
+            spool_dir, "gitlab", entry_data(alert, target), _describe(err), key=env.get(spool.KEY_VARIABLE),
+            secrets=[client.token],
+        )  # fmt: skip
         log(
             redact(
-                f"gatekeeper: notify gitlab: not delivered: {_describe(err)}; spooled to {path}", extra=[client.token]
+                f"gatekeeper: notify gitlab: not delivered: {_describe(err)}; spooled to {path}{_unsigned(signed)}",
+                extra=[client.token],
             )
         )
     return ExitCode.PASS
+
+
+def _gitlab_payload(alert: Alert, target: Mapping[str, Any]) -> dict[str, Any]:
+    return {**target, "note": note_body(alert), "status": commit_status(alert)}
+
+
+def _unsigned(signed: bool) -> str:
+    if signed:
+        return ""
+    return f" unsigned: {spool.KEY_VARIABLE} is not set, so notify --resend will never send it"
+
+
+def entry_data(alert: Alert, target: Mapping[str, Any], how: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What the spool keeps of an alert: data to validate and render again, and where it goes."""
+    return {
+        "target": dict(target),
+        "verdict": alert.verdict.to_dict(),
+        "analysis": dict(alert.analysis) if alert.analysis is not None else None,
+        "context": alert.context.to_dict(),
+        "links": dataclasses.asdict(alert.links),
+        "project_name": alert.project,
+        **({"alert": dict(how)} if how is not None else {}),
+    }
 
 
 def resend(
@@ -185,46 +221,135 @@ def resend(
     environ: Mapping[str, str] | None = None,
     log: Log = _stderr,
 ) -> int:
+    """Send the pending messages whose signature verifies, rendered again, to this job's own project only.
+
+    Without ``GATEKEEPER_SPOOL_KEY`` nothing is sent (fail closed: nothing can be verified) and the entries
+    wait in ``pending/``. An unsigned, forged or changed entry, one whose data does not validate, and one for
+    another project (or, in a merge request pipeline, another merge request) are quarantined."""
     env = os.environ if environ is None else environ
+    key = env.get(spool.KEY_VARIABLE) or None
     entries, problems = spool.pending(spool_dir)
     for line in problems:
         log(f"gatekeeper: notify --resend: {line}")
+    if key is None:
+        waiting = f"{len(entries)} still pending" if entries else "0 pending"
+        log(
+            f"gatekeeper: notify --resend: 0 sent, {waiting}, {len(problems)} quarantined: {spool.KEY_VARIABLE} is "
+            "not set, and a message is sent only when its signature can be checked"
+        )
+        return ExitCode.PASS
+    job = PipelineContext.from_env(env)
     sent = failed = taken = 0
     for listed in entries:
         entry = spool.claim(listed)  # another process resending at the same time sends it, not us
         if entry is None:
             taken += 1
             continue
+        try:
+            refusal = spool.signature_problem(entry, key) or _target_problem(entry, job, env)
+            if refusal is None:
+                alert, target = _entry_alert(entry)
+        except (InputError, ValueError, TypeError, KeyError, AttributeError) as err:
+            refusal = f"data does not validate: {err}"
+        if refusal is not None:
+            problems.append(spool.quarantine(entry.path, refusal))
+            log(f"gatekeeper: notify --resend: {problems[-1]}")
+            continue
         secrets: list[str] = []
         try:
             if entry.kind == "slack":
-                target = SlackTarget.from_env(env, channel=entry.payload.get("channel"))
-                if target is None:
+                slack_target = SlackTarget.from_env(env, channel=target.get("channel"))
+                if slack_target is None:
                     raise SlackSendError("Slack is not configured (SLACK_WEBHOOK_URL or SLACK_BOT_TOKEN)")
-                secrets = target.secrets
-                send(entry.payload["message"], target, timeout=timeout, retries=retries)
+                secrets = slack_target.secrets
+                how = entry.data["alert"]
+                message = build_message(alert, kind=how["kind"], severity=how["severity"])
+                send(message, slack_target, timeout=timeout, retries=retries)
             else:
                 client = client_from_env(env, timeout=(min(timeout, 5.0), timeout), retries=retries)
                 if client is None:
                     raise GitLabError(f"{TOKEN_VARIABLE} or CI_API_V4_URL not set")
                 secrets = [client.token]
-                publish(client, entry.payload)
+                publish(client, _gitlab_payload(alert, target))
         except (SlackSendError, GitLabError) as err:
             failed += 1
             spool.release(entry, str(err), secrets=secrets)
             log(redact(f"gatekeeper: notify --resend: {entry.path.name}: still failing: {err}", extra=secrets))
             continue
-        except Exception as err:  # the entry itself is bad: set it aside, go on with the next
+        except Exception as err:  # a bug while rendering or sending: set the entry aside, go on with the next
             problems.append(spool.quarantine(entry.path, _describe(err)))
             log(redact(f"gatekeeper: notify --resend: {problems[-1]}", extra=secrets))
             continue
         sent += 1
         spool.remove(entry)
     others = f", {taken} taken by another process" if taken else ""
-    log(
-        f"gatekeeper: notify --resend: {sent} sent, {failed} still pending, {len(problems)} unreadable"
-        f" (quarantined){others}"
-        if problems
-        else f"gatekeeper: notify --resend: {sent} sent, {failed} still pending, 0 unreadable{others}"
-    )
+    log(f"gatekeeper: notify --resend: {sent} sent, {failed} still pending, {len(problems)} quarantined{others}")
     return ExitCode.PASS
+
+
+def _target_problem(entry: spool.SpoolEntry, job: PipelineContext, env: Mapping[str, str]) -> str | None:
+    """Why ``entry`` is not for this job's project (or merge request); None when it is."""
+    target = entry.data.get("target")
+    if not isinstance(target, Mapping):
+        return "data has no target"
+    project, mine = target.get("project"), job_project(env)
+    if entry.kind == "gitlab" and not mine:
+        return "a GitLab message, and this job has no CI_PROJECT_ID to check it against"
+    if (str(project) if project is not None else None) != mine:
+        return f"for project {project!r}, this job is in project {mine!r}: refused"
+    if job.mr_iid and str(target.get("mr_iid")) != job.mr_iid:
+        return f"for merge request {target.get('mr_iid')!r}, this job is in merge request {job.mr_iid!r}: refused"
+    return None
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _entry_alert(entry: spool.SpoolEntry) -> tuple[Alert, dict[str, Any]]:
+    """The alert and target a (signed) entry holds, validated again as if read from files: ValueError if not."""
+    data = entry.data
+    where = f"{entry.path}:data"
+    target = data["target"]
+    for name in ("mr_iid", "pipeline_id"):
+        if target.get(name) is not None and not str(target[name]).isdigit():
+            raise ValueError(f"target {name} {target[name]!r} is not a number")
+    if target.get("sha") is not None and not _SHA.fullmatch(str(target["sha"])):
+        raise ValueError(f"target sha {target['sha']!r} is not a commit SHA")
+    if target.get("channel") is not None and not isinstance(target["channel"], str):
+        raise ValueError("target channel is not a string")
+    # The same schemas as read_verdict and read_analysis apply (InputError names the place).
+    schemas.validate(VERDICT_SCHEMA, data["verdict"], path=f"{where}.verdict")
+    verdict = Verdict.from_dict(data["verdict"])
+    analysis = data.get("analysis")
+    if analysis is not None:
+        schemas.validate(ANALYSIS_SCHEMA, analysis, path=f"{where}.analysis")
+        analysis = Analysis.from_dict(analysis).to_dict()
+    context = data["context"]
+    if not isinstance(context, Mapping) or not all(isinstance(v, str | bool | None) for v in context.values()):
+        raise ValueError("context is not an object of strings")
+    links = data["links"]
+    if not isinstance(links, Mapping) or not all(
+        isinstance(links.get(f.name), str | None) for f in dataclasses.fields(Links)
+    ):
+        raise ValueError("links is not an object of strings")
+    if entry.kind == "slack":
+        how = data.get("alert")
+        if (
+            not isinstance(how, Mapping)
+            or how.get("kind") not in ("started", "repeat", "recovered")
+            or how.get("severity") not in ("critical", "warning", "info")
+        ):
+            raise ValueError("alert kind or severity is not one notify writes")
+    project = data.get("project_name")
+    if not isinstance(project, str):
+        raise ValueError("project_name is not a string")
+    ctx = PipelineContext.from_dict(context)
+    alert = Alert(
+        verdict=verdict,
+        context=ctx,
+        links=Links(**{f.name: links.get(f.name) for f in dataclasses.fields(Links)}),
+        analysis=analysis,
+        project=project,
+        commit=ctx.commit,
+    )
+    return alert, dict(target)

@@ -11,8 +11,18 @@ from typing import Any
 from gatekeeper.contract.analysis import read_analysis
 from gatekeeper.contract.verdict import Verdict, read_verdict
 from gatekeeper.core.ci_context import PipelineContext
+from gatekeeper.core.errors import InputError
 
-__all__ = ["Alert", "Links", "load_alert", "severity_of"]
+__all__ = [
+    "CHECKED_CONTEXT",
+    "Alert",
+    "Links",
+    "check_context",
+    "job_links",
+    "job_project",
+    "load_alert",
+    "severity_of",
+]
 
 FAILING_RESULTS = ("blocked", "error")
 
@@ -68,28 +78,64 @@ def severity_of(alert: Alert, *, recovered: bool = False) -> str:
     return "warning"
 
 
+# The pipeline-level facts a verdict records about where it was computed (``PipelineContext``); each one the
+# job also knows must agree with the job's. Job-level facts (job name, job URL) differ between the gate job
+# that wrote the verdict and the job that notifies, so they are not compared.
+CHECKED_CONTEXT = ("pipeline_id", "commit", "mr_iid", "ref", "tag", "project_url")
+
+
+def check_context(verdict: Verdict, job: PipelineContext, path: str | Path) -> None:
+    """InputError naming both values when the verdict was not computed in this job's pipeline.
+
+    A job in a pipeline (``CI_PIPELINE_ID``) accepts only a verdict of that same pipeline: an earlier one (left in
+    ``--out``) or one that names no pipeline is refused. Every other fact both sides know must agree."""
+    theirs = verdict.context
+    hint = (
+        "notify with the verdict.json that gatekeeper evaluate wrote in this pipeline; a verdict never picks its target"
+    )
+    if job.pipeline_id and str(theirs.get("pipeline_id")) != job.pipeline_id:
+        raise InputError(
+            path, "context.pipeline_id",
+            f"the verdict was written in pipeline {theirs.get('pipeline_id')!r}, this job is in pipeline "
+            f"{job.pipeline_id!r}",
+            hint,
+        )  # fmt: skip
+    for name in CHECKED_CONTEXT:
+        mine, claimed = getattr(job, name), theirs.get(name)
+        if mine and claimed not in (None, "") and str(claimed) != mine:
+            raise InputError(
+                path, f"context.{name}", f"the verdict says {name} {claimed!r}, this job's is {mine!r}", hint
+            )  # fmt: skip
+
+
+def job_links(ctx: PipelineContext, env: Mapping[str, str]) -> Links:
+    """The links of an alert, all from the job's own variables."""
+    project_url = ctx.project_url
+    mr_url = f"{project_url}/-/merge_requests/{ctx.mr_iid}" if project_url and ctx.mr_iid else None
+    report = env.get("GATEKEEPER_REPORT_URL") or (f"{ctx.job_url}/artifacts/browse" if ctx.job_url else None)
+    return Links(ctx.pipeline_url, ctx.job_url, mr_url, report, project_url)
+
+
+def job_project(env: Mapping[str, str]) -> str | None:
+    """The project this job posts to: ``CI_PROJECT_ID`` (else ``CI_PROJECT_PATH``); None outside GitLab."""
+    return env.get("CI_PROJECT_ID") or env.get("CI_PROJECT_PATH") or None
+
+
 def load_alert(
     verdict_path: str | Path, analysis_path: str | Path | None = None, environ: Mapping[str, str] | None = None
 ) -> Alert:
-    """Read verdict.json (and analysis.json) and the GitLab predefined variables."""
+    """Read verdict.json (and analysis.json); where it is about comes from the job (GitLab's predefined
+    variables), never from the verdict, which must agree with the job (``check_context``)."""
     env = os.environ if environ is None else environ
     verdict = read_verdict(verdict_path)
     analysis = None
     if analysis_path is not None:
         analysis = read_analysis(analysis_path).to_dict()
-    # The verdict's own context wins (it was taken when the pipeline ran); the environment fills gaps.
-    live = PipelineContext.from_env(env).to_dict()
-    ctx = PipelineContext.from_dict({**live, **{k: v for k, v in verdict.context.items() if v is not None}})
-    project_url = ctx.project_url or env.get("CI_PROJECT_URL")
-    mr_url = f"{project_url}/-/merge_requests/{ctx.mr_iid}" if project_url and ctx.mr_iid else None
-    report = env.get("GATEKEEPER_REPORT_URL") or (f"{ctx.job_url}/artifacts/browse" if ctx.job_url else None)
-    links = Links(ctx.pipeline_url, ctx.job_url, mr_url, report, project_url)
+    ctx = PipelineContext.from_env(env)
+    check_context(verdict, ctx, verdict_path)
+    project_url = ctx.project_url
     project = env.get("CI_PROJECT_PATH") or (project_url.rstrip("/").rsplit("/", 1)[-1] if project_url else "")
     return Alert(
-        verdict=verdict,
-        context=ctx,
-        links=links,
-        analysis=analysis,
-        project=project,
-        commit=ctx.commit or env.get("CI_COMMIT_SHA"),
-    )
+        verdict=verdict, context=ctx, links=job_links(ctx, env), analysis=analysis, project=project,
+        commit=ctx.commit,
+    )  # fmt: skip

@@ -1,14 +1,22 @@
 """Messages that could not be sent wait in ``<spool>/pending/*.json`` for ``notify --resend``.
 
-A spool file holds the payload and where it goes, never the credentials: the
-webhook URL or token is read from the environment again when resending.
+An entry holds what to send as *data*, never rendered text: the verdict and the analysis as they were
+read, the pipeline context and links of the job that spooled it, and its target (project, merge request,
+commit, pipeline; the Slack channel). ``--resend`` validates the data again, renders it again through the
+escaping layer, and sends it only to the resending job's own project (and merge request, in one).
 
-Concurrent resends (two jobs, or a retried job) send each message once: a
-sender first *claims* a message by renaming it into ``<spool>/claimed/``
-(rename is atomic, so exactly one process wins), sends it, and then deletes it
-or puts it back. A claim left by a killed process is returned to pending after
-``STALE_CLAIM_S``. A file that is not a valid entry is moved to
-``<spool>/quarantine/`` so it never blocks the ones after it.
+The spool sits under the artifacts directory, where any job of the pipeline can write, including the stage
+jobs that run the merge request's code. So every entry is signed: an HMAC-SHA256 over its schema, kind,
+creation time and data, keyed with ``GATEKEEPER_SPOOL_KEY`` (a protected, masked CI variable). An entry whose
+signature does not verify is quarantined. Fail closed: without the key, notify still spools (unsigned, and
+says so) and ``--resend`` sends nothing at all; an unsigned entry is never sent.
+
+A spool file holds no credentials: the webhook URL or token is read from the environment again when
+resending. Concurrent resends (two jobs, or a retried job) send each message once: a sender first
+*claims* a message by renaming it into ``<spool>/claimed/`` (rename is atomic, so exactly one process
+wins), sends it, and then deletes it or puts it back. A claim left by a killed process is returned to
+pending after ``STALE_CLAIM_S``. A file that is not a valid entry is moved to ``<spool>/quarantine/`` so
+it never blocks the ones after it.
 """
 
 from __future__ import annotations
@@ -16,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import hmac
 import json
 import os
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.core import files
-from gatekeeper.core.redact import redact
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.redact import redact, redact_obj
 
 __all__ = [
+    "KEY_VARIABLE",
     "SPOOL_SCHEMA",
     "STALE_CLAIM_S",
     "SpoolEntry",
@@ -36,84 +48,112 @@ __all__ = [
     "quarantine",
     "release",
     "remove",
+    "signature_problem",
     "spool",
     "update",
 ]
 
-SPOOL_SCHEMA = "gatekeeper.alert/v1"
+SPOOL_SCHEMA = "gatekeeper.alert/v2"
+KEY_VARIABLE = "GATEKEEPER_SPOOL_KEY"
 STALE_CLAIM_S = 3600.0
-MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a Slack message is at most ~50 blocks of 3000 characters
+MAX_ENTRY_BYTES = 16 * 1024 * 1024  # a verdict of a few hundred gates and its analysis fit many times over
+_MAC = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
 class SpoolEntry:
     path: Path
     kind: str  # slack | gitlab
-    payload: dict[str, Any]
+    data: dict[str, Any]  # target, verdict, analysis, context, links, ... (see notify.resend)
     attempts: int
     last_error: str
+    created_at: str
+    mac: str | None  # None: spooled without a key, never sent
 
 
-def spool(directory: str | Path, kind: str, payload: dict[str, Any], error: str, *, secrets: list[str]) -> Path:
-    """Write one pending message atomically; the error text is redacted."""
+def _signed_bytes(kind: str, created_at: str, data: Any) -> bytes:
+    body = {"schema": SPOOL_SCHEMA, "kind": kind, "created_at": created_at, "data": data}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+
+
+def _mac(key: str, kind: str, created_at: str, data: Any) -> str:
+    return hmac.new(key.encode("utf-8"), _signed_bytes(kind, created_at, data), hashlib.sha256).hexdigest()
+
+
+def spool(
+    directory: str | Path, kind: str, data: Mapping[str, Any], error: str, *, key: str | None, secrets: list[str]
+) -> tuple[Path, bool]:
+    """Write one pending message atomically, signed with ``key`` when there is one; (its path, signed?).
+
+    Everything in it is redacted first (the configured ``secrets`` and every shape the redactor knows), and the
+    signature is over exactly what is written."""
     now = dt.datetime.now(dt.timezone.utc)
-    body = json.dumps(payload, sort_keys=True)
+    created_at = now.isoformat(timespec="seconds")
+    body = json.dumps(data, sort_keys=True, allow_nan=False)
+    clean = redact_obj(json.loads(redact(body, extra=secrets)))
     digest = hashlib.sha256(body.encode()).hexdigest()[:12]
     path = Path(directory) / "pending" / f"{now:%Y%m%dT%H%M%S}-{kind}-{digest}.json"
     doc = {
         "schema": SPOOL_SCHEMA,
         "kind": kind,
-        "created_at": now.isoformat(timespec="seconds"),
+        "created_at": created_at,
         "attempts": 1,
         "last_error": redact(error, extra=secrets),
-        "payload": json.loads(redact(body, extra=secrets)),
+        "data": clean,
+        "hmac": _mac(key, kind, created_at, clean) if key else None,
     }
-    return files.write_json(path, doc)
+    return _write(path, doc), bool(key)
 
 
-def _payload_problem(kind: object, payload: object) -> str | None:
-    """What is wrong with a payload for resend (None: it can be sent)."""
-    if kind not in ("slack", "gitlab"):
-        return f"unknown kind {kind!r}"
-    if not isinstance(payload, Mapping):
-        return "payload is not an object"
-    if kind == "slack":
-        message = payload.get("message")
-        if not isinstance(message, Mapping) or not isinstance(message.get("text", ""), str):
-            return "slack payload has no message object"
-        if not isinstance(message.get("blocks", []), list):
-            return "slack message blocks is not a list"
-        return None
-    if not isinstance(payload.get("project"), (str, int)) or isinstance(payload.get("project"), bool):
-        return "gitlab payload has no project"
-    if payload.get("mr_iid") and not isinstance(payload.get("note"), str):
-        return "gitlab payload has an MR but no note"
-    if payload.get("sha") and (not isinstance(payload.get("sha"), str) or not isinstance(payload.get("status"), dict)):
-        return "gitlab payload has a commit but no status"
-    if isinstance(payload.get("status"), dict) and not isinstance(payload["status"].get("state"), str):
-        return "gitlab status has no state"
+def _write(path: Path, doc: Mapping[str, Any]) -> Path:
+    # Already redacted string by string above: written as it is, so the signature still matches.
+    return files.atomic_write(path, json.dumps(doc, indent=2, allow_nan=False) + "\n", redacted=True)
+
+
+def signature_problem(entry: SpoolEntry, key: str) -> str | None:
+    """Why ``entry`` cannot be trusted with ``key`` (None: its signature verifies)."""
+    if entry.mac is None:
+        return f"unsigned (spooled without {KEY_VARIABLE}): never sent"
+    try:
+        expected = _mac(key, entry.kind, entry.created_at, entry.data)
+    except ValueError:  # NaN or an infinity: nothing notify wrote
+        return "data is not canonical JSON"
+    if not hmac.compare_digest(expected, entry.mac):
+        return f"signature does not match (not written by gatekeeper notify with this {KEY_VARIABLE}, or changed since)"
     return None
 
 
 def _read(path: Path) -> SpoolEntry:
-    """One entry; ValueError naming the problem when the file is not a valid one."""
+    """One entry's structure (not yet its signature); ValueError naming the problem when it is not a valid one."""
     if not path.is_file() or path.is_symlink():
         raise ValueError("not a regular file")
     if path.stat().st_size > MAX_ENTRY_BYTES:
         raise ValueError(f"larger than {MAX_ENTRY_BYTES} bytes")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, RecursionError, ValueError) as err:
+        doc = files.read_json(path, what="spool entry")
+    except (InputError, ValueError, OSError) as err:  # the entry is bad, not the run
         raise ValueError(f"not JSON ({type(err).__name__})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SPOOL_SCHEMA:
+    if not isinstance(doc, dict):
         raise ValueError(f"not a {SPOOL_SCHEMA} entry")
-    problem = _payload_problem(doc.get("kind"), doc.get("payload"))
-    if problem:
-        raise ValueError(problem)
+    if doc.get("schema") == "gatekeeper.alert/v1":
+        raise ValueError("an entry of an older gatekeeper (rendered text, unsigned): never sent")
+    if doc.get("schema") != SPOOL_SCHEMA:
+        raise ValueError(f"not a {SPOOL_SCHEMA} entry")
+    if doc.get("kind") not in ("slack", "gitlab"):
+        raise ValueError(f"unknown kind {doc.get('kind')!r}")
+    if not isinstance(doc.get("data"), dict):
+        raise ValueError("data is not an object")
+    if not isinstance(doc.get("created_at"), str):
+        raise ValueError("created_at is not a string")
+    mac = doc.get("hmac")
+    if mac is not None and not (isinstance(mac, str) and _MAC.fullmatch(mac)):
+        raise ValueError("hmac is not a hex SHA-256 digest")
     attempts = doc.get("attempts", 1)
     if not isinstance(attempts, int) or isinstance(attempts, bool):
         raise ValueError("attempts is not an integer")
-    return SpoolEntry(path, doc["kind"], dict(doc["payload"]), attempts, str(doc.get("last_error", "")))
+    return SpoolEntry(
+        path, doc["kind"], doc["data"], attempts, str(doc.get("last_error", "")), doc["created_at"], mac
+    )  # fmt: skip
 
 
 def _return_stale_claims(root: Path) -> None:
@@ -173,10 +213,17 @@ def claim(entry: SpoolEntry) -> SpoolEntry | None:
 
 
 def update(entry: SpoolEntry, error: str, *, secrets: list[str]) -> None:
-    doc = json.loads(entry.path.read_text(encoding="utf-8"))
-    doc["attempts"] = entry.attempts + 1
-    doc["last_error"] = redact(error, extra=secrets)
-    files.write_json(entry.path, doc)
+    """Count another attempt (the signature does not cover attempts and the last error)."""
+    doc = {
+        "schema": SPOOL_SCHEMA,
+        "kind": entry.kind,
+        "created_at": entry.created_at,
+        "attempts": entry.attempts + 1,
+        "last_error": redact(error, extra=secrets),
+        "data": entry.data,
+        "hmac": entry.mac,
+    }
+    _write(entry.path, doc)
 
 
 def release(entry: SpoolEntry, error: str, *, secrets: list[str]) -> None:

@@ -12,7 +12,7 @@ import shlex
 import socket
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gatekeeper.contract.stage_report import Check, Environment, StageReport, utc_now, write_stage
@@ -59,6 +59,8 @@ def run_pipeline(options: PipelineOptions, environ: Mapping[str, str] | None = N
     if not options.gates.is_file():
         raise InputError(options.gates, "", "gates file not found", "pass --gates PATH (the default is ./gates.yaml)")
     selected = [s for s in STAGES if not options.stages or s in options.stages]
+    # One channel for the whole run, given to every stage and to evaluate (which never takes it from artifacts).
+    options = replace(options, channel=job_channel(options.channel, env))
     options.out.mkdir(parents=True, exist_ok=True)
     for name in selected:
         run_stage_process(name, options, env)
@@ -73,6 +75,19 @@ def run_pipeline(options: PipelineOptions, environ: Mapping[str, str] | None = N
         not_selected=frozenset(STAGES) - set(selected),
         record=options.record,
     )
+
+
+def job_channel(explicit: str | None, environ: Mapping[str, str]) -> str:
+    """--channel, else $GATEKEEPER_CHANNEL, else what the stages would pick (nightly for a .dev torch)."""
+    from importlib import metadata
+
+    from stages.device import resolve_channel
+
+    try:
+        torch_version: str | None = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    return resolve_channel(explicit or environ.get("GATEKEEPER_CHANNEL") or None, torch_version)
 
 
 def stage_argv(name: str, options: PipelineOptions) -> list[str]:

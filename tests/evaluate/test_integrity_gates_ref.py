@@ -65,7 +65,7 @@ def repo(tmp_path, monkeypatch) -> Path:
 
 def test_the_target_branch_gates_apply_and_the_weakening_is_named(repo):
     verdict = run_evaluate(
-        artifacts=Path("arts"), gates_path=Path("gates.yaml"), out=Path("out"), environ={}, gates_ref="main"
+        artifacts=Path("arts"), gates_path=Path("gates.yaml"), out=Path("out"), environ={}, gates_ref="refs/heads/main"
     )
     assert verdict.result == "blocked"  # main's >= 0.95 applied, not the MR's >= 0.5 with a waiver
     assert {g.name for g in verdict.gates} == {"coverage", "precision"}
@@ -79,20 +79,20 @@ def test_the_target_branch_gates_apply_and_the_weakening_is_named(repo):
     assert "waiver added" in text
     assert "mallory" in text
     doc = json.loads(Path("out/verdict.json").read_text())
-    assert doc["provenance"]["gates_ref"] == "main"
+    assert doc["provenance"]["gates_ref"] == "refs/heads/main"
     assert doc["provenance"]["gates_sha256"] == hashlib.sha256(STRICT.encode()).hexdigest()
 
 
 def test_same_gates_no_warning(repo):
     Path("gates.yaml").write_text(STRICT)
     verdict = run_evaluate(
-        artifacts=Path("arts"), gates_path=Path("gates.yaml"), out=Path("out"), environ={}, gates_ref="main"
+        artifacts=Path("arts"), gates_path=Path("gates.yaml"), out=Path("out"), environ={}, gates_ref="refs/heads/main"
     )
     assert verdict.warnings == ()
 
 
 def test_an_unknown_ref_is_exit_2(repo, capsys):
-    rc = main(["evaluate", "--artifacts", "arts", "--out", "out", "--gates-ref", "no-such-branch"])
+    rc = main(["evaluate", "--artifacts", "arts", "--out", "out", "--gates-ref", "refs/heads/no-such-branch"])
     assert rc == 2
     assert "no-such-branch" in capsys.readouterr().err
 
@@ -102,10 +102,10 @@ def test_a_gates_file_the_target_does_not_have_gets_the_builtin_defaults(repo):
     _git(repo, "commit", "-qm", "no gates")
     _git(repo, "branch", "-q", "bare")
     verdict = run_evaluate(
-        artifacts=Path("arts"), gates_path=Path("gates.yaml"), out=Path("out"), environ={}, gates_ref="bare"
+        artifacts=Path("arts"), gates_path=Path("gates.yaml"), out=Path("out"), environ={}, gates_ref="refs/heads/bare"
     )
     assert "operator-coverage" in {g.name for g in verdict.gates}  # the built-in defaults
-    assert any("bare has no gates.yaml" in w for w in verdict.warnings)
+    assert any("refs/heads/bare has no gates.yaml" in w for w in verdict.warnings)
 
 
 def test_every_kind_of_difference_is_named():
@@ -144,5 +144,5 @@ def test_template_gate_job_takes_the_gates_from_the_target_branch():
     from tests.test_ci_templates import ROOT, _include, render
 
     script = "\n".join(render(_include(), ROOT)["gatekeeper:gate"]["script"])
-    assert 'export GATEKEEPER_GATES_REF="origin/$target"' in script
+    assert 'export GATEKEEPER_GATES_REF="refs/remotes/origin/$target"' in script
     assert '${GATEKEEPER_GATES_REF:+--gates-ref "$GATEKEEPER_GATES_REF"}' in script

@@ -8,9 +8,10 @@ import re
 from gatekeeper.notify import notify_gitlab, resend
 from gatekeeper.notify.gitlab_note import MARKER, STATUS_NAME
 from tests.support.fake_http import FakeServer, Reply, Seen
-from tests.support.notify_inputs import write_analysis, write_verdict
+from tests.support.notify_inputs import job_env, write_analysis, write_verdict
 
 TOKEN = "glpat-SECRETsecretSECRET1234"
+SPOOL_KEY = "spool-key-SECRET-0123456789abcdef"
 MR = {"pipeline_source": "merge_request_event", "mr_iid": "7", "target_branch": "main", "ref": "feature/x"}
 
 
@@ -40,8 +41,15 @@ class FakeGitLab:
         return Reply(404, {"message": "404 Not Found"})
 
 
-def _env(url: str) -> dict[str, str]:
-    return {"CI_API_V4_URL": f"{url}/api/v4", "GATEKEEPER_GITLAB_TOKEN": TOKEN, "CI_PROJECT_ID": "42"}
+def _env(url: str, context: dict | None = None) -> dict[str, str]:
+    """A job of the pipeline the verdict was computed in (``context``), in project 42."""
+    return {
+        **job_env(context),
+        "CI_API_V4_URL": f"{url}/api/v4",
+        "GATEKEEPER_GITLAB_TOKEN": TOKEN,
+        "CI_PROJECT_ID": "42",
+        "GATEKEEPER_SPOOL_KEY": SPOOL_KEY,
+    }
 
 
 def test_note_is_created_once_then_updated_in_place_and_status_is_set(tmp_path):
@@ -54,7 +62,7 @@ def test_note_is_created_once_then_updated_in_place_and_status_is_set(tmp_path):
                 notify_gitlab(
                     verdict=verdict,
                     analysis=write_analysis(tmp_path),
-                    environ=_env(srv.url),
+                    environ=_env(srv.url, MR),
                     log=lines.append,
                     spool_dir=tmp_path / "alerts",
                 )
@@ -95,7 +103,7 @@ def test_final_failure_is_spooled_redacted_and_resent_later(tmp_path, capsys):
     lines: list[str] = []
     spool_dir = tmp_path / "alerts"
     with FakeServer(default=Reply(503, f"maintenance for {TOKEN}")) as srv:
-        env = _env(srv.url)
+        env = _env(srv.url, MR)
         assert (
             notify_gitlab(
                 verdict=write_verdict(tmp_path, context=MR),
@@ -110,15 +118,16 @@ def test_final_failure_is_spooled_redacted_and_resent_later(tmp_path, capsys):
     assert all(paths.count(p) == 2 for p in paths)  # one retry on 503, for every call
     (entry,) = (spool_dir / "pending").glob("*-gitlab-*.json")
     doc = json.loads(entry.read_text())
-    assert doc["payload"]["mr_iid"] == "7"
-    assert MARKER in doc["payload"]["note"]
+    assert doc["data"]["target"]["mr_iid"] == "7"
+    assert doc["data"]["verdict"]["result"] == "blocked"
     everything = "".join(lines) + capsys.readouterr().err + entry.read_text()
     assert TOKEN not in everything
+    assert SPOOL_KEY not in everything
     assert "spooled to" in lines[-1]
     gl = FakeGitLab()
     with FakeServer(route=gl.route) as srv:
-        assert resend(spool_dir=spool_dir, environ=_env(srv.url), log=lines.append) == 0
-    assert lines[-1] == "gatekeeper: notify --resend: 1 sent, 0 still pending, 0 unreadable"
+        assert resend(spool_dir=spool_dir, environ=_env(srv.url, MR), log=lines.append) == 0
+    assert lines[-1] == "gatekeeper: notify --resend: 1 sent, 0 still pending, 0 quarantined"
     assert [n for n in gl.notes if MARKER in n["body"]]
     assert not list((spool_dir / "pending").glob("*.json"))
 
@@ -132,5 +141,8 @@ def test_cli_wiring(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2
     assert "GATEKEEPER_GITLAB_TOKEN or CI_API_V4_URL not set" in err[0]
-    assert err[1] == "gatekeeper: notify --resend: 0 sent, 0 still pending, 0 unreadable"
+    assert err[1] == (
+        "gatekeeper: notify --resend: 0 sent, 0 pending, 0 quarantined: GATEKEEPER_SPOOL_KEY is not set, "
+        "and a message is sent only when its signature can be checked"
+    )
     assert main(["notify", "gitlab", "--verdict", str(tmp_path / "missing.json")]) == 2

@@ -15,11 +15,18 @@ from gatekeeper.notify.alert import load_alert, severity_of
 from gatekeeper.notify.slack import SlackSendError, SlackTarget, send
 from gatekeeper.notify.slack_message import HEADER_MAX, MAX_BLOCKS, SECTION_MAX, build_message
 from tests.support.fake_http import FakeServer, Reply, refused_url
-from tests.support.notify_inputs import SECRET_HOOK_PART, write_analysis, write_verdict
+from tests.support.notify_inputs import SECRET_HOOK_PART, job_env, write_analysis, write_verdict
+
+SPOOL_KEY = "spool-key-SECRET-0123456789abcdef"
 
 
-def _env(url: str) -> dict[str, str]:
-    return {"SLACK_WEBHOOK_URL": f"{url}/services/{SECRET_HOOK_PART}"}
+def _env(url: str, context: dict | None = None) -> dict[str, str]:
+    """A job of the pipeline the verdict was computed in (``context``)."""
+    return {
+        **job_env(context),
+        "SLACK_WEBHOOK_URL": f"{url}/services/{SECRET_HOOK_PART}",
+        "GATEKEEPER_SPOOL_KEY": SPOOL_KEY,
+    }
 
 
 def _run(tmp_path, env, lines, **kw):
@@ -102,8 +109,9 @@ def test_final_failure_is_logged_redacted_and_spooled_exit_0(tmp_path, capsys, c
     pending = list((tmp_path / "alerts" / "pending").glob("*-slack-*.json"))
     assert len(pending) == 1
     doc = json.loads(pending[0].read_text())
-    assert doc["schema"] == "gatekeeper.alert/v1"
-    assert doc["payload"]["message"]["blocks"][0]["type"] == "header"
+    assert doc["schema"] == "gatekeeper.alert/v2"
+    assert doc["data"]["verdict"]["result"] == "blocked"
+    assert doc["data"]["alert"] == {"kind": "started", "severity": "critical"}
     assert "not delivered" in lines[-1]
     assert "spooled to" in lines[-1]
     _no_secret_anywhere(tmp_path, lines, capsys, caplog)
@@ -118,7 +126,7 @@ def test_resend_delivers_the_spool_later(tmp_path, capsys, caplog):
         assert resend(spool_dir=tmp_path / "alerts", environ=_env(srv.url), log=lines.append, retries=0) == 0
     assert srv.seen[0].json() == first
     assert not list((tmp_path / "alerts" / "pending").glob("*.json"))
-    assert lines[-1] == "gatekeeper: notify --resend: 1 sent, 0 still pending, 0 unreadable"
+    assert lines[-1] == "gatekeeper: notify --resend: 1 sent, 0 still pending, 0 quarantined"
     _no_secret_anywhere(tmp_path, lines, capsys, caplog)
 
 
@@ -129,13 +137,13 @@ def test_resend_keeps_what_still_fails(tmp_path):
         resend(spool_dir=tmp_path / "alerts", environ=_env(srv.url), log=lines.append, retries=0)
     (entry,) = (tmp_path / "alerts" / "pending").glob("*.json")
     assert json.loads(entry.read_text())["attempts"] == 2
-    assert lines[-1] == "gatekeeper: notify --resend: 0 sent, 1 still pending, 0 unreadable"
+    assert lines[-1] == "gatekeeper: notify --resend: 0 sent, 1 still pending, 0 quarantined"
 
 
 def test_bot_token_posts_to_chat_post_message(tmp_path):
     lines: list[str] = []
     with FakeServer(default=Reply(200, {"ok": True, "ts": "1.2"})) as srv:
-        env = {"SLACK_BOT_TOKEN": "xoxb-0000-secret-bot-token", "SLACK_API_BASE_URL": f"{srv.url}/api/"}
+        env = {**job_env(), "SLACK_BOT_TOKEN": "xoxb-0000-secret-bot-token", "SLACK_API_BASE_URL": f"{srv.url}/api/"}
         assert _run(tmp_path, env, lines, channel="#ml-ci") == 0
     (seen,) = srv.seen
     assert seen.path == "/api/chat.postMessage"
@@ -167,7 +175,7 @@ def test_block_kit_limits_are_respected_by_truncating(tmp_path):
         for i in range(400)
     ]
     ctx = {"ref": "feature/" + "y" * 300}
-    alert = load_alert(write_verdict(tmp_path, gates=gates, context=ctx), write_analysis(tmp_path), {})
+    alert = load_alert(write_verdict(tmp_path, gates=gates, context=ctx), write_analysis(tmp_path), job_env(ctx))
     msg = build_message(alert, kind="started", severity="critical")
     blocks = msg["blocks"]
     assert len(blocks) <= MAX_BLOCKS
@@ -193,7 +201,8 @@ def test_block_kit_limits_are_respected_by_truncating(tmp_path):
     ],
 )
 def test_severity(tmp_path, result, channel, context, severity):
-    alert = load_alert(write_verdict(tmp_path, result=result, channel=channel, context=context), None, {})
+    verdict = write_verdict(tmp_path, result=result, channel=channel, context=context)
+    alert = load_alert(verdict, None, job_env(context))
     assert severity_of(alert) == severity
 
 
@@ -210,7 +219,7 @@ def test_no_alert_storm_start_suppress_repeat_recover(tmp_path):
         for verdict, hours in runs:
             _run(
                 tmp_path,
-                _env(srv.url),
+                _env(srv.url, {"pipeline_source": "schedule"}),
                 lines,
                 verdict=verdict,
                 state=state,

@@ -9,12 +9,23 @@ import sys
 import textwrap
 from pathlib import Path
 
-from gatekeeper.notify import notify_slack, resend, spool
+from gatekeeper.notify import entry_data, notify_slack, resend, spool
+from gatekeeper.notify.alert import load_alert
 from tests.support.fake_http import FakeServer, Reply
 from tests.support.notify_inputs import write_verdict
 
 REPO = Path(__file__).resolve().parents[2]
 PROCESSES = 4
+KEY = "spool-key-for-the-concurrency-tests"
+
+
+def _slack_entry(tmp_path: Path, **data: object) -> Path:
+    """A signed Slack entry as notify spools it (``data`` replaces parts of it)."""
+    alert = load_alert(write_verdict(tmp_path, name="spooled.json"), None, {})
+    doc = entry_data(alert, {"project": None, "mr_iid": None, "channel": None}, how={"kind": "started",
+                     "severity": "critical"})  # fmt: skip
+    path, _ = spool.spool(tmp_path / "alerts", "slack", {**doc, **data}, "x", key=KEY, secrets=[])
+    return path
 
 
 def _spawn(code: str, env: dict[str, str]) -> list[subprocess.Popen]:
@@ -35,11 +46,13 @@ def _wait(procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
 
 
 def test_concurrent_resend_sends_a_spooled_message_once(tmp_path):
-    spool.spool(
-        tmp_path / "alerts", "slack", {"message": {"text": "hi", "blocks": []}, "channel": None}, "x", secrets=[]
-    )
+    _slack_entry(tmp_path)
     with FakeServer(default=Reply(200, "ok", delay_s=0.5)) as srv:
-        env = {"SLACK_WEBHOOK_URL": f"{srv.url}/services/T0/B0/XYZ", "PATH": "/usr/bin:/bin"}
+        env = {
+            "SLACK_WEBHOOK_URL": f"{srv.url}/services/T0/B0/XYZ",
+            "PATH": "/usr/bin:/bin",
+            "GATEKEEPER_SPOOL_KEY": KEY,
+        }
         procs = _spawn(f"""
             from gatekeeper.notify import resend
             raise SystemExit(resend(spool_dir={str(tmp_path / "alerts")!r}, log=print))
@@ -57,9 +70,10 @@ def test_concurrent_notify_with_state_loses_no_update(tmp_path):
     with FakeServer(default=Reply(200, "ok", delay_s=0.3)) as srv:
         env = {"SLACK_WEBHOOK_URL": f"{srv.url}/services/T0/B0/XYZ", "PATH": "/usr/bin:/bin"}
         procs = _spawn(f"""
-            import sys
+            import os, sys
             from gatekeeper.notify import notify_slack
             i = sys.argv[1]
+            os.environ["CI_JOB_NAME"] = f"job{{i}}"  # the job, not the verdict, names the alert's key
             raise SystemExit(notify_slack(verdict={str(tmp_path)!r} + f"/verdict{{i}}.json", state={str(state)!r},
                                           spool_dir={str(tmp_path / "alerts")!r}, log=print))
         """, env)  # fmt: skip
@@ -72,16 +86,17 @@ def test_concurrent_notify_with_state_loses_no_update(tmp_path):
 
 def test_a_bad_spool_entry_is_quarantined_and_the_next_one_is_sent(tmp_path):
     alerts = tmp_path / "alerts"
-    bad = spool.spool(alerts, "slack", {"message": "not an object", "channel": None}, "x", secrets=[])
-    bad2 = spool.spool(alerts, "gitlab", {"note": "no project"}, "x", secrets=[])
+    bad = _slack_entry(tmp_path, verdict={"not": "a verdict"})
+    bad2, _ = spool.spool(alerts, "gitlab", {"note": "no project"}, "x", key=KEY, secrets=[])
     (alerts / "pending" / "00000000T000000-slack-garbage.json").write_text("{ not json")
-    spool.spool(alerts, "slack", {"message": {"text": "good", "blocks": []}, "channel": None}, "x", secrets=[])
+    _slack_entry(tmp_path)
     lines: list[str] = []
     with FakeServer() as srv:
         env = {"SLACK_WEBHOOK_URL": f"{srv.url}/services/T0/B0/XYZ", "CI_API_V4_URL": f"{srv.url}/api/v4",
-               "GATEKEEPER_GITLAB_TOKEN": "glpat-xxxxxxxxxxxxxxxxxxxx"}  # fmt: skip
+               "GATEKEEPER_GITLAB_TOKEN": "glpat-xxxxxxxxxxxxxxxxxxxx", "GATEKEEPER_SPOOL_KEY": KEY}  # fmt: skip
         assert resend(spool_dir=alerts, environ=env, log=lines.append) == 0
-    assert [s.json()["text"] for s in srv.seen] == ["good"]
+    assert len(srv.seen) == 1
+    assert "BLOCKED" in srv.seen[0].json()["text"]
     assert not list((alerts / "pending").glob("*.json"))
     quarantined = sorted(p.name for p in (alerts / "quarantine").iterdir())
     assert bad.name in quarantined

@@ -103,6 +103,7 @@ def _assert_markdown_safe(body: str, *, fences: int, links: int) -> None:
     for i, line in enumerate(body.splitlines()):
         if i not in code_lines:
             assert not line.lstrip().startswith("/"), line  # a quick action (/close, /merge)
+        assert not line.startswith("/"), line  # not in a code block either: GitLab may not see a long fence
 
 
 @SETTINGS
@@ -184,6 +185,14 @@ def test_xml_text_is_always_carried_by_xml(text: str) -> None:
     el = ET.Element("a", name=escape.xml_text(text))
     el.text = escape.xml_text(text)
     ET.fromstring(ET.tostring(el))
+
+
+def test_no_line_of_a_code_block_starts_a_quick_action() -> None:
+    """Issue 23: a fence of four backticks (a line holds three) may not be code to GitLab's quick-action finder."""
+    block = escape.md_code_block(["```", "/merge", "/approve", "  /close", "x /label ~a"])
+    assert block.startswith("````")
+    assert not [line for line in block.splitlines() if line.startswith("/")]
+    assert " /merge" in block.splitlines()
 
 
 @SETTINGS

@@ -7,7 +7,7 @@ import re
 from gatekeeper.notify import notify_gitlab
 from gatekeeper.notify.gitlab_note import MARKER
 from tests.support.fake_http import FakeServer, Reply, Seen
-from tests.support.notify_inputs import write_verdict
+from tests.support.notify_inputs import job_env, write_verdict
 
 TOKEN = "glpat-OwnerTestToken0123456"
 ME, OTHER = 5, 66
@@ -49,7 +49,8 @@ class GitLab:
 def _run(tmp_path, gl: GitLab, **kw) -> tuple[list[str], FakeServer]:
     lines: list[str] = []
     with FakeServer(route=gl.route) as srv:
-        env = {"CI_API_V4_URL": f"{srv.url}/api/v4", "GATEKEEPER_GITLAB_TOKEN": TOKEN, "CI_PROJECT_ID": "42"}
+        env = {**job_env(MR), "CI_API_V4_URL": f"{srv.url}/api/v4", "GATEKEEPER_GITLAB_TOKEN": TOKEN,
+               "CI_PROJECT_ID": "42"}  # fmt: skip
         code = notify_gitlab(
             verdict=write_verdict(tmp_path, context=MR), environ=env, log=lines.append,
             spool_dir=tmp_path / "alerts", **kw,
@@ -103,7 +104,8 @@ def test_retry_after_nan_does_not_lose_the_message(tmp_path):
     gl = GitLab()
     lines: list[str] = []
     with FakeServer(replies=replies, route=gl.route) as srv:
-        env = {"CI_API_V4_URL": f"{srv.url}/api/v4", "GATEKEEPER_GITLAB_TOKEN": TOKEN, "CI_PROJECT_ID": "42"}
+        env = {**job_env(MR), "CI_API_V4_URL": f"{srv.url}/api/v4", "GATEKEEPER_GITLAB_TOKEN": TOKEN,
+               "CI_PROJECT_ID": "42"}  # fmt: skip
         assert notify_gitlab(verdict=write_verdict(tmp_path, context=MR), environ=env, log=lines.append,
                              spool_dir=tmp_path / "alerts", retries=2) == 0  # fmt: skip
     assert len([n for n in gl.notes if MARKER in n["body"]]) == 1, lines

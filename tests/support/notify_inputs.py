@@ -9,6 +9,45 @@ from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
 
 SECRET_HOOK_PART = "T0SECRET/B0SECRET/xoxSecretWebhookPart123"
 
+# The pipeline a test verdict was computed in (evaluate records it from the CI variables).
+DEFAULT_CONTEXT = {
+    "pipeline_source": "push",
+    "ref": "main",
+    "tag": None,
+    "commit": "0123456789abcdef0123456789abcdef01234567",
+    "mr_iid": None,
+    "target_branch": None,
+    "pipeline_id": "991",
+    "pipeline_url": "https://gitlab.example.com/ml/model/-/pipelines/991",
+    "job_url": "https://gitlab.example.com/ml/model/-/jobs/4242",
+    "project_url": "https://gitlab.example.com/ml/model",
+    "job_name": "gates",
+}
+_VARIABLES = {
+    "pipeline_source": "CI_PIPELINE_SOURCE",
+    "ref": "CI_COMMIT_REF_NAME",
+    "tag": "CI_COMMIT_TAG",
+    "commit": "CI_COMMIT_SHA",
+    "mr_iid": "CI_MERGE_REQUEST_IID",
+    "target_branch": "CI_MERGE_REQUEST_TARGET_BRANCH_NAME",
+    "pipeline_id": "CI_PIPELINE_ID",
+    "pipeline_url": "CI_PIPELINE_URL",
+    "job_url": "CI_JOB_URL",
+    "project_url": "CI_PROJECT_URL",
+    "job_name": "CI_JOB_NAME",
+}
+
+
+def context_of(overrides: dict | None = None) -> dict:
+    return {**DEFAULT_CONTEXT, **(overrides or {})}
+
+
+def job_env(overrides: dict | None = None) -> dict[str, str]:
+    """The CI variables of a job in the pipeline ``write_verdict(context=overrides)`` describes: notify takes
+    where a message goes from these, and refuses a verdict that contradicts them."""
+    ctx = context_of(overrides)
+    return {var: str(ctx[name]) for name, var in _VARIABLES.items() if ctx.get(name) is not None}
+
 
 def write_verdict(
     tmp_path: Path,
@@ -52,19 +91,7 @@ def write_verdict(
                 rule="<= 50 MB/h",
             ),
         ]
-    ctx = {
-        "pipeline_source": "push",
-        "ref": "main",
-        "tag": None,
-        "commit": "0123456789abcdef0123456789abcdef01234567",
-        "mr_iid": None,
-        "target_branch": None,
-        "pipeline_url": "https://gitlab.example.com/ml/model/-/pipelines/991",
-        "job_url": "https://gitlab.example.com/ml/model/-/jobs/4242",
-        "project_url": "https://gitlab.example.com/ml/model",
-        "job_name": "gates",
-    }
-    ctx.update(context or {})
+    ctx = context_of(context)
     verdict = Verdict(
         result=result,
         summary="1 blocking gate failed: p99-latency." if result == "blocked" else "All blocking gates passed.",
