@@ -192,7 +192,7 @@ def normalise_arch(arch: str | None) -> str | None:
 def resolve(device: DeviceFacts, products: Iterable[Product] = PRODUCTS) -> PeakResolution:
     """The product whose rated peak applies to ``device``, or none with the reason."""
     arch = normalise_arch(device.arch)
-    name = (device.name or "").lower()
+    name = (device.name or "").lower()[:200]  # a marketing name is short; a pasted one may not be
     pool = [p for p in products if arch is None or p.arch == arch]
     if not pool:
         return PeakResolution(None, reason=f"no rated peak in the table for arch {arch} ({device.name or 'no name'})")

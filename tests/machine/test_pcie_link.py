@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gatekeeper.machine import pcie_link
 from gatekeeper.machine.findings import count_problems
 from gatekeeper.machine.probes import pcie
@@ -105,3 +107,15 @@ def test_bandwidth_per_generation_and_width() -> None:
     assert pcie_link.link_bandwidth_gbps(None, 16) is None
     assert pcie.generation(8.0) == 3
     assert pcie.generation(7.0) is None
+
+
+@pytest.mark.timeout(60)
+def test_hostile_long_lines_parse_in_linear_time() -> None:
+    digits = "9" * 500_000
+    spaces = " " * 500_000
+    pcie.parse_lspci(
+        f"LnkSta: Speed {digits}{spaces}x\nLnkCap: {'Speed ' * 100_000}\nLnkCap2: Supported Link Speeds: {digits}\n"
+    )
+    pcie.parse_sysfs(f"/sys/{'a' * 500_000}/current_link_speed:{digits} GT/s\n==> {'/x' * 200_000} <==\n{digits}\n")
+    pcie.parse_pp_dpm(f"1: {digits}GT/s, x{digits} *\n")
+    pcie.parse_rocm_smi(f"GPU[0] : pcie clock level: 1 ({digits}GT/s, x16)\n")

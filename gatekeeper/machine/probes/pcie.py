@@ -36,16 +36,19 @@ __all__ = [
 
 # PCIe generation by transfer rate per lane (GT/s)
 GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-_SPEED = re.compile(r"(\d+(?:\.\d+)?)\s*GT/s", re.I)
+_SPEED = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3})?)\s{0,3}GT/s", re.I)  # bounded: no backtracking on digit runs
 _WIDTH = re.compile(r"\bx(\d{1,2})\b")
 _SYSFS_FILES = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
 _SYSFS_LINE = re.compile(r"^(?P<dir>\S*?)/?(?P<file>(?:current|max)_link_(?:speed|width)):(?P<value>.*)$")
 _TAIL_HEADER = re.compile(r"^==>\s*(?P<dir>\S*?)/?(?P<file>(?:current|max)_link_(?:speed|width))\s*<==$")
 _BDF = re.compile(r"(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 _LSPCI_HEADER = re.compile(r"^(?P<slot>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+\S")
-_DPM_LEVEL = re.compile(r"^(?P<level>\d+):\s*(?P<speed>\d+(?:\.\d+)?)\s*GT/s,?\s*x(?P<width>\d+)\b(?P<rest>.*)$", re.I)
+_DPM_LEVEL = re.compile(
+    r"^(?P<level>\d{1,3}):\s*(?P<speed>\d{1,3}(?:\.\d{1,3})?)\s*GT/s,?\s*x(?P<width>\d{1,2})\b(?P<rest>.*)$", re.I
+)
 _SMI_PCIE = re.compile(
-    r"^GPU\[(?P<gpu>\d+)\]\s*:\s*pcie clock level:\s*\d+:?\s*\((?P<speed>\d+(?:\.\d+)?)\s*GT/s,?\s*x(?P<width>\d+)\)",
+    r"^GPU\[(?P<gpu>\d{1,4})\]\s*:\s*pcie clock level:\s*\d{1,3}:?\s*"
+    r"\((?P<speed>\d{1,3}(?:\.\d{1,3})?)\s*GT/s,?\s*x(?P<width>\d{1,2})\)",
     re.I,
 )
 
@@ -121,7 +124,7 @@ def _speed(text: str) -> float | None:
 
 
 def _int(text: str) -> int | None:
-    m = re.search(r"\d+", text)
+    m = re.search(r"(?<!\d)\d{1,4}(?!\d)", text)
     return int(m.group(0)) if m else None
 
 
@@ -201,14 +204,15 @@ def parse_lspci(text: str) -> PcieLinks:
             continue
         max_speed = _speed(cap) if cap else None
         if max_speed is None and cap2:
-            speeds = [float(s) for s in re.findall(r"(\d+(?:\.\d+)?)", cap2.split("Supported Link Speeds:")[-1])]
+            supported = cap2.split("Supported Link Speeds:")[-1].split(",")[0]  # "2.5-16GT/s"
+            speeds = [float(s) for s in re.findall(r"\d{1,3}(?:\.\d{1,3})?", supported[:64])]
             max_speed = max(speeds) if speeds else None
         cap_width = _WIDTH.search(cap)
         sta_width = _WIDTH.search(sta)
         flagged = []
-        if re.search(r"Speed [^,]*\(downgraded\)", sta):
+        if re.search(r"Speed [^,(]{0,24}\(downgraded\)", sta):
             flagged.append("speed")
-        if re.search(r"Width [^,]*\(downgraded\)", sta):
+        if re.search(r"Width [^,(]{0,24}\(downgraded\)", sta):
             flagged.append("width")
         links.append(
             PcieLink(
