@@ -49,6 +49,13 @@ class Options:
     workers: int = 2
     golden_save: Path | None = None
     golden: Path | None = None
+    # training convergence and stability (stages/functional/convergence.py, stability.py): opt-in
+    train_steps: int = 0
+    train_seeds: int = 3
+    train_lr: float = 1e-3
+    train_step: str | None = None
+    stability_loops: int = 0
+    stability_epochs: int = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,6 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="compare the model's outputs and gradients with the golden in DIR (saved on another stack)",
     )
+    g.add_argument("--train-steps", type=int, default=0, help="convergence: train N steps per seed (default 0: off)")
+    g.add_argument("--train-seeds", type=int, default=3, help="convergence: seeds, each in a fresh process (default 3)")
+    g.add_argument("--train-lr", type=float, default=1e-3, help="learning rate of the convergence runs (Adam)")
+    g.add_argument("--train-step", metavar="MODULE:FUNCTION", help="your loss: function(model, batch) -> loss tensor")
+    g.add_argument("--stability-loops", type=int, default=0, help="stability: repeated training loops (default 0: off)")
+    g.add_argument("--stability-epochs", type=int, default=3, help="epochs per stability loop (default 3)")
 
 
 def _split(text: str, allowed: tuple[str, ...], option: str) -> tuple[str, ...]:
@@ -98,11 +111,21 @@ def _validate(opts: Options) -> None:
         ("--workers", opts.workers, 1),
         ("--checkpoint-trials", opts.checkpoint_trials, 0),
         ("--checkpoint-steps", opts.checkpoint_steps, 1),
+        ("--train-steps", opts.train_steps, 0),
+        ("--train-seeds", opts.train_seeds, 1),
+        ("--stability-loops", opts.stability_loops, 0),
+        ("--stability-epochs", opts.stability_epochs, 1),
     ):
         if value < low:
             raise InputError(None, option, f"{value} is below {low}", f"pass {option} {max(low, 1)} or more")
     if opts.opinfo_budget <= 0:
         raise InputError(None, "--opinfo-budget", f"{opts.opinfo_budget:g} is not a positive number of seconds")
+    if not opts.train_lr > 0:
+        raise InputError(None, "--train-lr", f"{opts.train_lr:g} is not a positive learning rate", "e.g. 1e-3")
+    if opts.train_step:
+        from stages.functional.training import resolve_hook
+
+        resolve_hook(opts.train_step)  # an unusable hook: exit 2 before any work
 
 
 def _golden_meta(ctx: StageContext) -> dict:
@@ -117,6 +140,42 @@ def _golden_meta(ctx: StageContext) -> dict:
         "seed": ctx.common.seed,
     }
     return read_meta(Path(ctx.options.golden), config)
+
+
+def _training(ctx: StageContext, plan: steps.Plan, golden: dict | None = None) -> None:
+    """Convergence parity and stability: opt-in (--train-steps, --stability-loops); skipped with the reason."""
+    from stages.functional import convergence, stability
+
+    opts, rec = ctx.options, ctx.rec
+    if opts.train_steps:
+        header = f"convergence: {opts.train_steps} steps x {opts.train_seeds} seeds, a fresh process each"
+        with rec.group("convergence", header):
+            rec.summary["convergence"] = convergence.run(
+                rec,
+                plan,
+                steps=opts.train_steps,
+                seeds=opts.train_seeds,
+                lr=opts.train_lr,
+                train_step=opts.train_step,
+                golden=golden,
+                save_dir=Path(opts.golden_save) if opts.golden_save else None,
+            )
+    else:
+        rec.skip("convergence", "--train-steps 0 (the default): convergence parity is opt-in")
+    if opts.stability_loops:
+        header = f"stability: {opts.stability_loops} training loops x {opts.stability_epochs} epochs"
+        with rec.group("stability", header):
+            rec.summary["stability"] = stability.run(
+                rec,
+                plan,
+                loops=opts.stability_loops,
+                epochs=opts.stability_epochs,
+                steps=opts.train_steps,
+                lr=opts.train_lr,
+                train_step=opts.train_step,
+            )
+    else:
+        rec.skip("stability", "--stability-loops 0 (the default): training stability is opt-in")
 
 
 def run(ctx: StageContext) -> None:
@@ -140,6 +199,14 @@ def run(ctx: StageContext) -> None:
         input_shape=parse_shape(ctx.common.input_shape),
         seed=ctx.common.seed,
     )
+    conv_golden = None
+    if opts.golden and opts.train_steps:  # loss curves of another stack: exit 2 before any work if unusable
+        from stages.functional.convergence import read_golden
+
+        conv_golden = read_golden(
+            Path(opts.golden), plan, steps=opts.train_steps, seeds=opts.train_seeds, lr=opts.train_lr,
+            train_step=opts.train_step,
+        )  # fmt: skip
     rec, tally = ctx.rec, Tally()
     summary = rec.summary
     with CaseRunner(opts.workers, timeout=plan.timeout) as runner:
@@ -185,6 +252,7 @@ def run(ctx: StageContext) -> None:
         if opts.golden_save:
             with rec.group("golden_save", f"golden outputs and gradients -> {opts.golden_save}"):
                 summary["golden_save"] = parity.golden_save(rec, runner, plan, Path(opts.golden_save))
+        _training(ctx, plan, conv_golden)
         if opts.opinfo:
             with rec.group("opinfo", f"OpInfo sweep (budget {opts.opinfo_budget:g} s)"):
                 summary["opinfo"] = steps.opinfo(rec, runner, plan, opts.opinfo_budget)

@@ -20,7 +20,7 @@ from typing import Any
 from gatekeeper.contract.metric_points import SKIPPED, point_label, point_name
 from gatekeeper.core.errors import InputError
 from stages._stage import StageContext, stage_main
-from stages.perf import measure, series, sweep
+from stages.perf import extras, measure, series, sweep
 
 __all__ = ["DESCRIPTION", "NAME", "Options", "add_arguments", "main", "parse_duration", "run"]
 
@@ -38,6 +38,15 @@ class Options:
     duration: str | None = None
     sweep: list[str] | None = None
     sweep_budget: str | None = None
+    # opt-in measurements beside the timing runs (stages/perf/extras.py)
+    efficiency: bool = False
+    copy_bandwidth: bool = False
+    copy_sizes: str = "auto"
+    load: str | None = None
+    load_duration: str = "30s"
+    max_batch: int = 1
+    max_wait_ms: float = 0.0
+    load_timeout: float = 1.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"measure every combination instead of one point (repeatable; keys: {', '.join(sweep.KEYS)})",
     )
     g.add_argument("--sweep-budget", metavar="DURATION", help="stop starting sweep points after this long, e.g. 10m")
+    extras.add_arguments(g)
 
 
 def parse_duration(text: str, option: str = "--duration") -> float:
@@ -70,6 +80,7 @@ def _validate(opts: Options) -> None:
             raise InputError(None, f"--{name}", f"must be at least 1 (got {getattr(opts, name)})")
     if opts.warmup < 0:
         raise InputError(None, "--warmup", f"must not be negative (got {opts.warmup})")
+    extras.validate(opts, parse_duration)
 
 
 def run(ctx: StageContext) -> None:
@@ -109,6 +120,7 @@ def run(ctx: StageContext) -> None:
         growth = series.growth_mb_per_hour([(r["memory_t_s"], r["memory_mb"]) for r in results])
         span = max((r["memory_t_s"][-1] - r["memory_t_s"][0] for r in results if len(r["memory_t_s"]) > 1), default=0.0)
         _record_growth(ctx, growth, "over the timed iterations of all processes", span)
+    extras.run(ctx, parse_duration)
 
 
 def run_sweep(

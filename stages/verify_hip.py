@@ -16,13 +16,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.machine import archcompat
+from gatekeeper.machine import archcompat, pcie_link
 from gatekeeper.machine.findings import Finding, count_problems
 from gatekeeper.machine.hygiene import FsFacts, hygiene_findings
 from gatekeeper.machine.probes import versions
 from stages import device as devmod
-from stages._stage import Recorder, StageContext, stage_main
-from stages.isolate import Worker
+from stages._stage import Recorder, SkipCheck, StageContext, stage_main
+from stages.isolate import Worker, run_isolated
 
 NAME = "verify_hip"
 DESCRIPTION = "Device visibility, versions, arch compatibility, smoke kernels vs CPU float64, environment hygiene."
@@ -184,12 +184,67 @@ def _smoke(ctx: StageContext, arch: archcompat.ArchResult | None) -> None:
             rec.metric(f"smoke_rel_error.{kind}", check.details.get("max_rel_error"), "ratio", "lower")
 
 
+def pcie_under_load(device: str, busy_s: float = 0.3) -> dict[str, Any]:
+    """In the worker: the sysfs link files of ``device`` and its bridges, read while matmuls keep it busy
+    (GPUs lower their link speed when idle)."""
+    import time
+
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.device(device))
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is None:
+        raise SkipCheck(f"torch {torch.__version__} does not report the device's PCI address (pci_bus_id)")
+    bdf = f"{getattr(props, 'pci_domain_id', 0) or 0:04x}:{bus:02x}:{getattr(props, 'pci_device_id', 0) or 0:02x}.0"
+    a = torch.randn(2048, 2048, device=device)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    a @ a
+    torch.cuda.synchronize()
+    one = max(time.perf_counter() - t0, 1e-5)
+    for _ in range(min(int(busy_s / one) + 1, 10_000)):  # queued: they run while the files are read
+        a @ a
+    text, vendors = pcie_link.read_sysfs(bdf)
+    torch.cuda.synchronize()
+    return {"bdf": bdf, "text": text, "vendors": vendors}
+
+
+def _pcie(ctx: StageContext) -> tuple[list[Finding], dict[str, Any]]:
+    """The GPU's PCIe link (current and maximum), read under load; below its maximum is a hygiene problem."""
+    rec, info = ctx.rec, ctx.device
+    if not info.is_gpu:
+        return pcie_link.link_findings(None, why_missing=f"no GPU: {info.no_gpu_reason()}"), {}
+    outcome = run_isolated("stages.verify_hip:pcie_under_load", info.torch_device, timeout=ctx.options.smoke_timeout)
+    if not outcome.ok:
+        why = outcome.message.split("\nTraceback", 1)[0].split(": ", 1)[-1] if outcome.message else outcome.kind
+        if outcome.kind == "raised" and outcome.error_type != "SkipCheck":
+            why = f"reading the PCIe link failed: {why}"
+        return pcie_link.link_findings(None, why_missing=why), {}
+    v = outcome.value
+    links = pcie_link.parse_read(v["text"])
+    link = pcie_link.external_link(links, v["bdf"], v["vendors"])
+    why = f"no PCIe link files under /sys/bus/pci/devices/{v['bdf']} (not on PCIe, or /sys not visible here)"
+    findings = pcie_link.link_findings(link, why_missing=why)
+    if link is not None:
+        for name, value in (
+            ("pcie_link_gen", link.current.generation),
+            ("pcie_link_width", link.current.width),
+            ("pcie_link_gen_max", link.maximum.generation),
+            ("pcie_link_width_max", link.maximum.width),
+        ):
+            rec.metric(name, None if value is None else float(value), "count", "higher", description=f"{link.device}")
+    return findings, {"gpu": v["bdf"], "link": link.to_dict() if link else None, "chain": [x.to_dict() for x in links]}
+
+
 def _hygiene(ctx: StageContext) -> list[Finding]:
     rec, info, env = ctx.rec, ctx.device, ctx.environment
     amd = info.kind == "rocm" or bool(env.hip_version) or devmod.rocm_root() is not None
     # the same rule as the default device-required gate: a GPU is required on GPU runners only
     gpu_expected = info.is_gpu or os.environ.get("GATEKEEPER_REQUIRE_DEVICE") == "1"
     findings = hygiene_findings(os.environ, FsFacts.probe(), amd=amd, gpu_expected=gpu_expected)
+    pcie_findings, pcie_facts = _pcie(ctx)
+    findings += pcie_findings
+    rec.summary["pcie"] = pcie_facts
     for f in findings:
         if f.severity == "skipped":
             rec.skip(f.check, f.message)

@@ -483,3 +483,18 @@ def test_parity_flags_win_over_the_functional_test_args() -> None:
         script = "\n".join(rendered[name]["script"])
         # the same model configuration on both sides, and argparse's last --categories is ours
         assert script.index("--categories basic_math") < script.index("--categories none") < script.index(flag)
+
+
+# ---------------------------------------------------------------- GPU check (issue 26)
+
+
+def test_gpu_check_job_is_opt_in_and_runs_the_gpu_check_on_the_gpu_runners(jobs: dict[str, Any]) -> None:
+    assert not _runs(jobs["gatekeeper:gpu_check"], {"CI_PIPELINE_SOURCE": "push"})
+    job = render(_include(gpu_check=True, gpu_tags=["mi300"], model="pkg.m:build"), ROOT)["gatekeeper:gpu_check"]
+    assert _runs(job, {"CI_PIPELINE_SOURCE": "push"})
+    assert job["tags"] == ["mi300"]  # the stage jobs' GPU runners
+    script = "\n".join(job["script"])
+    assert "gatekeeper gpu-check --out artifacts/gpu_check" in script
+    assert '--model "$GATEKEEPER_MODEL"' in script
+    assert job["artifacts"]["paths"] == ["artifacts/gpu_check/"]
+    assert job["allow_failure"] == {"exit_codes": [3]}  # warnings only: a blocked check stays red

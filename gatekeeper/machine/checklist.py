@@ -3,16 +3,17 @@ matches, what will fail and what to do. Pure: parses texts, never runs tools."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gatekeeper.machine import archcompat
+from gatekeeper.machine import archcompat, pcie_link
 from gatekeeper.machine.devices import select_devices
 from gatekeeper.machine.fact_conflicts import fact_conflict_findings
 from gatekeeper.machine.facts import Fact, gather, parse_texts
 from gatekeeper.machine.findings import Finding, Severity
 from gatekeeper.machine.hygiene import hygiene_findings
-from gatekeeper.machine.probes import collect_env, versions
+from gatekeeper.machine.probes import collect_env, pcie, versions
 from gatekeeper.machine.snapshot import Snapshot
 
 __all__ = ["MachineReport", "diagnose"]
@@ -181,6 +182,7 @@ def diagnose(snapshot: Snapshot) -> MachineReport:
     findings += _arch_findings(devices, torch, snapshot.environ, rocm_family or hip_family)
     gpu_expected = amd or bool(devices) or bool(torch.get("hip") or torch.get("cuda"))
     findings += hygiene_findings(snapshot.environ, snapshot.fs, amd=amd, gpu_expected=gpu_expected)
+    findings += _pcie_findings(snapshot.texts)
     return MachineReport(
         source=snapshot.source,
         rocm_version=rocm_version,
@@ -191,6 +193,16 @@ def diagnose(snapshot: Snapshot) -> MachineReport:
         facts=facts,
         missing_facts=missing,
     )
+
+
+def _pcie_findings(texts: Mapping[str, str]) -> list[Finding]:
+    """The PCIe links a pasted ``lspci -vv`` (LnkCap/LnkSta) or rocm-smi (pcie clock level) shows; none without."""
+    links = list(pcie.parse_lspci(texts["lspci.txt"]).links) if "lspci.txt" in texts else []
+    for name in ("rocm-smi.txt",):
+        if name in texts:
+            links += pcie.parse_rocm_smi(texts[name]).links
+    # a capture does not say whether the GPU was busy: an idle GPU may have lowered its link speed
+    return [f for link in links for f in pcie_link.link_findings(link, under_load=False)]
 
 
 def _arch_findings(

@@ -576,3 +576,19 @@ def test_target_conflict_explained_by_an_override_is_info(tmp_path: Path, capsys
     (f,) = [f for f in doc["findings"] if f["check"] == "facts.gfx_targets"]
     assert f["severity"] == "info"
     assert "HSA_OVERRIDE_GFX_VERSION selects gfx1030" in f["message"]
+
+
+def test_a_pasted_lspci_link_below_its_maximum_is_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the real LnkCap/LnkSta of a 4090 trained at Gen1 behind a riser, pasted as lspci.txt
+    d = _capture(tmp_path, "riser", {"lspci.txt": "lspci-vv__jan-183-downgraded-gen1-4090.txt"})
+    code, doc = _doctor_json(capsys, d)
+    (link,) = [f for f in doc["findings"] if f["check"] == "hygiene.pcie_link"]
+    assert link["severity"] == "warning"
+    assert "2.5 GT/s (Gen1) x16, below its maximum 16 GT/s (Gen4) x16" in link["message"]
+    assert "read at rest" in link["message"]  # a paste cannot say whether the GPU was busy
+    assert code == 0  # a warning, not an error
+    d = _capture(tmp_path, "smi", {"rocm-smi.txt": "rocm-smi__roc-smi-87-showclocks-pcie-level.txt"})
+    _, doc = _doctor_json(capsys, d)
+    (link,) = [f for f in doc["findings"] if f["check"] == "hygiene.pcie_link"]
+    assert link["severity"] == "info"  # rocm-smi shows the current level only
+    assert "8 GT/s (Gen3) x16 now" in link["message"]

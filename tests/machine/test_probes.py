@@ -19,6 +19,7 @@ from gatekeeper.machine.probes import (
     kfd_topology,
     lspci,
     nvidia_smi,
+    pcie,
     rocm_smi,
     rocminfo,
     versions,
@@ -105,8 +106,10 @@ def _rocm_smi(text: str, key: str, want: Any) -> None:
         "gfx_version": lambda: d.gfx_version,
         "vram_total_bytes": lambda: d.vram_total_bytes,
         "gfx": lambda: d.gfx,
+        "gpu_index": lambda: d.index,
+        "pcie_current": lambda: _link_state(pcie.parse_rocm_smi(text).links[0].current),
     }[key]()
-    assert got == want
+    assert got == (_parse_state(want) if key == "pcie_current" else want)
 
 
 def _rocm_version(text: str, key: str, want: Any) -> None:
@@ -186,7 +189,46 @@ def _nvidia_smi(text: str, key: str, want: Any) -> None:
     assert got == want
 
 
+def _link_state(state: pcie.LinkState) -> tuple[float | None, int | None]:
+    return (state.speed_gts, state.width)
+
+
+def _parse_state(text: str) -> tuple[float, int]:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?) GT/s x(\d+)", text)
+    assert m, text
+    return (float(m.group(1)), int(m.group(2)))
+
+
+def _pcie_link(links: pcie.PcieLinks, key: str, want: Any) -> None:
+    if key == "devices":
+        assert len(links.links) == want
+        return
+    if isinstance(want, dict):  # facts of one device of several, keyed by its address
+        link = next(x for x in links.links if x.device == key)
+        for k, v in want.items():
+            _pcie_fact(link, k, v)
+        return
+    assert len(links.links) == 1
+    _pcie_fact(links.links[0], key, want)
+
+
+def _pcie_fact(link: pcie.PcieLink, key: str, want: Any) -> None:
+    got = {
+        "current": lambda: _link_state(link.current),
+        "max": lambda: _link_state(link.maximum),
+        "max_speed_gts": lambda: link.maximum.speed_gts,
+        "max_width": lambda: link.maximum.width,
+        "below_max": lambda: link.below_max,
+        "speed_downgraded": lambda: "speed" in link.downgraded,
+        "width_downgraded": lambda: "width" in link.downgraded,
+    }[key]()
+    assert got == (_parse_state(want) if key in ("current", "max") else want), key
+
+
 CHECKERS = {
+    "sysfs-pcie": lambda text, key, want: _pcie_link(pcie.parse_sysfs(text), key, want),
+    "lspci-vv": lambda text, key, want: _pcie_link(pcie.parse_lspci(text), key, want),
+    "pp-dpm-pcie": lambda text, key, want: _pcie_link(pcie.parse_pp_dpm(text), key, want),
     "rocminfo": _rocminfo,
     "rocm-smi": _rocm_smi,
     "rocm-version": _rocm_version,
@@ -197,6 +239,9 @@ CHECKERS = {
     "lspci": _lspci,
 }
 PARSERS = {
+    "sysfs-pcie": pcie.parse_sysfs,
+    "lspci-vv": pcie.parse_lspci,
+    "pp-dpm-pcie": pcie.parse_pp_dpm,
     "rocminfo": rocminfo.parse,
     "rocm-smi": rocm_smi.parse,
     "rocm-version": versions.parse,
@@ -234,7 +279,22 @@ def test_fact(entry: dict[str, Any], key: str, want: Any) -> None:
         return
     if key in NOT_PARSED:
         return
+    if key == "peak_product":  # the rated-peak table resolves the product from what the probes read
+        _peak_product(entry["file"], text, want)
+        return
     _checker(entry)(text, key, want)
+
+
+CAPTURE_NAMES = {"rocminfo": "rocminfo.txt", "lspci": "lspci.txt", "collect_env": "collect_env.txt"}
+
+
+def _peak_product(fixture: str, text: str, want: str) -> None:
+    from gatekeeper.machine import peaks
+    from gatekeeper.machine.facts import parse_texts
+
+    devices = peaks.devices_from_capture(parse_texts({CAPTURE_NAMES[fixture.split("__", maxsplit=1)[0]]: text}))
+    assert devices
+    assert {(r.product.name if r.product else r.reason) for r in map(peaks.resolve, devices)} == {want}
 
 
 @pytest.mark.parametrize("entry", INDEX, ids=[e["file"] for e in INDEX])

@@ -123,3 +123,60 @@ def test_hygiene_does_not_block_a_cpu_job_in_a_rocm_image(monkeypatch: pytest.Mo
     ctx = _ctx(DeviceInfo("cpu", "cpu", why_cpu="torch sees no GPU"))  # a HIP build of torch, no GPU
     verify_hip._hygiene(ctx)
     assert not [c for c in ctx.rec.checks if c.status == "failed"]
+
+
+def _link_text(capture: str) -> str:
+    """A real sysfs capture rendered as ``pcie_link.read_sysfs`` renders a live reading (path:value lines)."""
+    from gatekeeper.machine.probes import pcie
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "env"
+    lines = []
+    for link in pcie.parse_sysfs((fixtures / capture).read_text()).links:
+        d = f"/sys/devices/pci0000:00/{link.device}"
+        lines += [
+            f"{d}/current_link_speed:{link.current.speed_gts:.1f} GT/s PCIe",
+            f"{d}/current_link_width:{link.current.width}",
+            f"{d}/max_link_speed:{link.maximum.speed_gts:.1f} GT/s PCIe",
+            f"{d}/max_link_width:{link.maximum.width}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_pcie_link_below_its_maximum_is_a_hygiene_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stages.isolate import IsolatedOutcome
+
+    # the real two-port capture: the GPU's switch (01:00.0) trained x8 Gen4 in a Gen5 x16 slot
+    value = {
+        "bdf": "0000:03:00.0",
+        "text": _link_text("sysfs-pcie__resources-512-tail-v-two-ports.txt"),
+        "vendors": {"0000:01:00.0": "0x1002", "0000:03:00.0": "0x1002"},
+    }
+    monkeypatch.setattr(verify_hip, "run_isolated", lambda *a, **k: IsolatedOutcome("ok", value))
+    ctx = _ctx(DeviceInfo("rocm", "cuda:0", "AMD Radeon", 1, "gfx1201"))
+    findings = verify_hip._hygiene(ctx)
+    check = next(c for c in ctx.rec.checks if c.name == "hygiene.pcie_link")
+    assert check.status == "info"  # a warning is a fact, never a pass; hygiene_problems carries it to the gate
+    assert check.message.startswith("WARNING: PCIe link of 0000:01:00.0 (sysfs) runs at 16 GT/s (Gen4) x8")
+    assert "below its maximum 32 GT/s (Gen5) x16" in check.message
+    assert ctx.rec.metrics["hygiene_problems"].value == sum(f.is_problem for f in findings) >= 1
+    m = ctx.rec.metrics
+    assert (m["pcie_link_gen"].value, m["pcie_link_width"].value) == (4.0, 8.0)
+    assert (m["pcie_link_gen_max"].value, m["pcie_link_width_max"].value) == (5.0, 16.0)
+    assert ctx.rec.summary["pcie"]["link"]["below_max"] is True
+
+
+def test_pcie_link_without_a_gpu_or_an_address_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stages.isolate import IsolatedOutcome
+
+    ctx = _ctx(DeviceInfo("cpu", "cpu", why_cpu="torch sees no GPU"))
+    verify_hip._hygiene(ctx)
+    check = next(c for c in ctx.rec.checks if c.name == "hygiene.pcie_link")
+    assert (check.status, check.message) == ("skipped", "no GPU: torch sees no GPU")
+    said = "SkipCheck: torch 2.0 does not report the device's PCI address (pci_bus_id)\nTraceback ..."
+    monkeypatch.setattr(verify_hip, "run_isolated", lambda *a, **k: IsolatedOutcome("raised", None, said, "SkipCheck"))
+    ctx = _ctx(DeviceInfo("cuda", "cuda:0", "NVIDIA H100 PCIe", 1, compute_capability="9.0"), hip=None)
+    verify_hip._hygiene(ctx)
+    check = next(c for c in ctx.rec.checks if c.name == "hygiene.pcie_link")
+    assert check.status == "skipped"
+    assert check.message == "torch 2.0 does not report the device's PCI address (pci_bus_id)"
+    assert "pcie_link_gen" not in ctx.rec.metrics

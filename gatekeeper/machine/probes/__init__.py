@@ -8,4 +8,14 @@ Running the tools is ``gatekeeper.machine.snapshot``'s job, not theirs.
 
 from __future__ import annotations
 
-__all__ = ["amd_smi", "collect_env", "kfd_topology", "lspci", "nvidia_smi", "rocm_smi", "rocminfo", "versions"]
+__all__ = [
+    "amd_smi",
+    "collect_env",
+    "kfd_topology",
+    "lspci",
+    "nvidia_smi",
+    "pcie",
+    "rocm_smi",
+    "rocminfo",
+    "versions",
+]

@@ -94,7 +94,8 @@ def parse(text: str) -> CollectEnv:
             if value in _MISSING:
                 in_gpu_block = True  # CUDA machines list "GPU 0: ..." on the following lines
             else:
-                gpus.append(value)
+                one = _GPU_LINE.match(value)  # one CUDA GPU: "GPU models and configuration: GPU 0: NAME"
+                gpus.append(one.group(1) if one else value)
             continue
         values.setdefault(name, None if value in _MISSING else value)
     warnings = []
