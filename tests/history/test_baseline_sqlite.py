@@ -25,7 +25,7 @@ def _report(value: float, *, arch: str = "gfx942", model: str = "demo", channel:
 
 
 def test_latest_is_the_newest_comparable_result(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:{tmp_path / 'db' / 'results.db'}")
+    store = open_store(f"sqlite:{tmp_path / 'db' / 'results.db'}", create=True)
     assert isinstance(store, SqliteStore)
     like = _report(0)
     assert store.latest("performance_baseline", like) is None
@@ -45,7 +45,7 @@ def test_latest_is_the_newest_comparable_result(tmp_path: Path) -> None:
 
 
 def test_failed_runs_are_never_a_baseline(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "r.db")
+    store = SqliteStore(tmp_path / "r.db", create=True)
     good, bad = _report(10.0), _report(50.0)
     store.save(good, RunInfo(recorded_at="2026-01-01T00:00:00+00:00"))
     store.save(StageReport(**{**bad.__dict__, "status": "failed"}), RunInfo(recorded_at="2026-01-02T00:00:00+00:00"))
@@ -53,7 +53,7 @@ def test_failed_runs_are_never_a_baseline(tmp_path: Path) -> None:
 
 
 def test_history_newest_first_with_channel_filter(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "r.db")
+    store = SqliteStore(tmp_path / "r.db", create=True)
     for i, channel in enumerate(["stable", "nightly", "stable"]):
         store.save(_report(float(i), channel=channel), RunInfo("main", f"c{i}", str(i), "pass", f"2026-01-0{i + 1}"))
     hist = store.history("performance_baseline")
@@ -65,7 +65,7 @@ def test_history_newest_first_with_channel_filter(tmp_path: Path) -> None:
 
 
 def test_database_is_in_wal_mode(tmp_path: Path) -> None:
-    SqliteStore(tmp_path / "r.db")
+    SqliteStore(tmp_path / "r.db", create=True)
     conn = sqlite3.connect(tmp_path / "r.db")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
@@ -74,7 +74,7 @@ def test_database_is_in_wal_mode(tmp_path: Path) -> None:
 def test_not_a_database_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "r.db"
     path.write_text("this is not sqlite " * 100, encoding="utf-8")
-    with pytest.raises(InputError, match="not a usable baseline database"):
+    with pytest.raises(InputError, match="not a usable history database"):
         SqliteStore(path)
 
 
@@ -83,7 +83,7 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version = 99")
     conn.close()
     with pytest.raises(InputError, match="newer than this gatekeeper"):
-        SqliteStore(tmp_path / "r.db")
+        SqliteStore(tmp_path / "r.db", create=True)
 
 
 @pytest.mark.slow
@@ -99,7 +99,7 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
         from gatekeeper.history.sqlite import SqliteStore
         w = int(sys.argv[1])
         for i in range(25):
-            SqliteStore({str(db)!r}).save(_report(float(i)), RunInfo(commit=f"w{{w}}-{{i}}"))
+            SqliteStore({str(db)!r}, create=True).save(_report(float(i)), RunInfo(commit=f"w{{w}}-{{i}}"))
         """
     )
     with ThreadPoolExecutor(4) as pool:
