@@ -44,6 +44,7 @@ def _commands() -> tuple[ModuleType, ...]:
         cache,
         doctor,
         evaluate,
+        history,
         matrix,
         notify,
         pipeline,
@@ -51,7 +52,7 @@ def _commands() -> tuple[ModuleType, ...]:
         stage,
     )
 
-    return (stage, pipeline, evaluate, ab, report, matrix, advise, doctor, analyze, notify, cache, breaker)
+    return (stage, pipeline, evaluate, ab, report, matrix, advise, history, doctor, analyze, notify, cache, breaker)
 
 
 def build_parser() -> argparse.ArgumentParser:
