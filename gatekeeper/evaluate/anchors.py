@@ -79,7 +79,7 @@ def _history(
     stack: Mapping[str, str | None] | None,
 ) -> None:
     from gatekeeper.history.changes import group_key, series_changes
-    from gatekeeper.history.sql import SeriesRow, metric_points
+    from gatekeeper.history.sql import SeriesRow, SqlStore, metric_points
 
     stage, _, name = metric.partition(".")
     report = reports.get(stage)
@@ -95,7 +95,7 @@ def _history(
     if name not in points:
         out.history_notes[metric] = f"this run has no positive value of {stage}.{name}"
         return
-    if not hasattr(store, "series"):
+    if not isinstance(store, SqlStore):
         out.history_notes[metric] = "the store keeps no history series (use sqlite: or postgresql:)"
         return
     env = report.environment
@@ -111,7 +111,7 @@ def _history(
     if len(series) < 6:
         out.history_notes[metric] = f"only {len(rows)} earlier runs of this series are recorded; 5 are needed"
         return
-    marks = store.anchors() if hasattr(store, "anchors") else []
+    marks = store.anchors()
     changes = [c for c in series_changes(series, name, marks=marks) if not c.confirmed]
     if not changes:
         out.history_changes[metric] = {"index": None, "runs": len(series)}

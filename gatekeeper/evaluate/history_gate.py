@@ -48,7 +48,7 @@ def history_gate(
         reason = f"{gate.metric}: no unconfirmed change point in the last {runs} runs (this one included)"
         return GateResult(outcome=Outcome.PASS, reason=reason, **base)
     before, after = float(change["before"]), float(change["after"])
-    ci = change.get("ci") or (None, None)
+    ci = change.get("ci") or (change["change"], change["change"])
     first = change.get("first_run") or {}
     where = anchor_words(first)
     stack = change.get("stack_changes") or []

@@ -15,7 +15,6 @@ anchor: a run that passes does not, and a blocked run is never recorded as one.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -92,12 +91,15 @@ def find_anchor(
 
 def _set_anchor(store: BaselineStore, stage: str, like: StageReport) -> Anchor | None:
     """The newest anchor set on purpose for this channel and device whose run has a comparable ``stage``."""
-    marks: Sequence[Any] = store.anchors() if hasattr(store, "anchors") else ()
+    from gatekeeper.history.sql import SqlStore
+
+    if not isinstance(store, SqlStore):
+        return None  # only the SQL stores keep anchors
     env = like.environment
-    for mark in marks:  # newest first
+    for mark in store.anchors():  # newest first
         if (mark.channel, mark.device_kind, mark.arch) != (env.channel, env.device_kind, env.arch):
             continue
-        for info, report in store.anchor_records(mark):  # type: ignore[attr-defined]
+        for info, report in store.anchor_records(mark):
             if report.stage == stage and comparability(report, like) is None:
                 return Anchor(info, report, "set", mark.set_by, mark.reason, mark.set_at)
     return None

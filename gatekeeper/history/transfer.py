@@ -23,6 +23,7 @@ from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.history import open_store
 from gatekeeper.history.baseline import BaselineStore, RunInfo, unusable
+from gatekeeper.history.sql import SqlStore
 
 __all__ = ["RECORD_SCHEMA", "Transfer", "export_records", "import_records", "read_records", "record", "store_name"]
 
@@ -53,18 +54,18 @@ def _line(info: RunInfo, report: StageReport) -> str:
 def export_records(spec: str, out: Path) -> Transfer:
     """Every record of ``spec`` (oldest first) and every anchor set in it, as JSON Lines in ``out``."""
     store = open_store(spec)
-    if not hasattr(store, "records"):
+    if not isinstance(store, SqlStore):
         raise InputError(
             None, "--history", f"{store_name(spec)} cannot be exported", "export a sqlite: or postgresql: store"
         )
     pipelines: dict[str, str | None] = {}
     lines = []
-    for info, report in store.records():  # type: ignore[attr-defined]
+    for info, report in store.records():
         lines.append(_line(info, report))
         pipelines[info.run_id or ""] = info.pipeline_id
     anchors = 0
     skipped = list(getattr(store, "skipped", ()))
-    for mark in reversed(store.anchors()):  # type: ignore[attr-defined]
+    for mark in reversed(store.anchors()):
         run = pipelines.get(mark.run, mark.run) if ":" in mark.run else mark.run
         if run is None:
             skipped.append(
@@ -164,30 +165,30 @@ def import_records(source: str, into: str) -> Transfer:
         skipped: list[str] = []
     else:
         src = open_store(source)
-        if not hasattr(src, "records"):
+        if not isinstance(src, SqlStore):
             raise InputError(
                 None,
                 "--from",
                 f"{store_name(source)} cannot be exported",
                 "import from a sqlite: or postgresql: store or a file",
             )
-        records = [(report, info) for info, report in src.records()]  # type: ignore[attr-defined]
+        records = [(report, info) for info, report in src.records()]
         pipelines = {info.run_id: info.pipeline_id for report, info in records}
         records = [(report, _portable(info)) for report, info in records]
         anchors = []
         skipped = list(getattr(src, "skipped", ()))
-        for mark in reversed(src.anchors()):  # type: ignore[attr-defined]
+        for mark in reversed(src.anchors()):
             run = pipelines.get(mark.run, mark.run) if ":" in mark.run else mark.run
             if run:
                 anchors.append({"run": run, "set_by": mark.set_by, "reason": mark.reason, "set_at": mark.set_at})
     dst = open_store(into, create=True)
-    if not hasattr(dst, "save_many"):
+    if not isinstance(dst, SqlStore):
         raise InputError(
             None, "--into", f"{store_name(into)} cannot take an import", "import into a sqlite: or postgresql: store"
         )
-    written = dst.save_many(records)  # type: ignore[attr-defined]
+    written = dst.save_many(records)
     for anchor in anchors:
-        dst.set_anchor(anchor["run"], by=anchor["set_by"], reason=anchor["reason"], at=anchor["set_at"])  # type: ignore[attr-defined]
+        dst.set_anchor(anchor["run"], by=anchor["set_by"], reason=anchor["reason"], at=anchor["set_at"])
     return Transfer(written, len(anchors), tuple(skipped))
 
 
@@ -226,7 +227,7 @@ def record(
 
 
 def _save_all(store: BaselineStore, records: Iterable[tuple[StageReport, RunInfo]]) -> None:
-    if hasattr(store, "save_many"):
+    if isinstance(store, SqlStore):
         store.save_many(records)
         return
     for report, info in records:

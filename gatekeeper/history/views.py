@@ -9,14 +9,15 @@ from typing import Any
 
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.escape import md_text, terminal
-from gatekeeper.history import BaselineStore, open_store
+from gatekeeper.history import open_store
+from gatekeeper.history.sql import SqlStore
 
 __all__ = ["anchors_report", "changes_report", "set_anchor"]
 
 
-def _sql_store(spec: str, *, create: bool = False) -> BaselineStore:
+def _sql_store(spec: str, *, create: bool = False) -> SqlStore:
     store = open_store(spec, create=create)
-    if not hasattr(store, "series"):
+    if not isinstance(store, SqlStore):
         kind = spec.split(":", 1)[0]
         hint = "use a sqlite:PATH or postgresql:// store (gatekeeper history import copies one into it)"
         raise InputError(None, "--history", f"{kind}: stores keep no history series", hint)
@@ -31,8 +32,8 @@ def changes_report(
     store = _sql_store(history)
     if since:
         _check_date(since)
-    rows = store.series(channel=channel, since=since)  # type: ignore[attr-defined]
-    changes = find_changes(rows, metric=metric, marks=store.anchors())  # type: ignore[attr-defined]
+    rows = store.series(channel=channel, since=since)
+    changes = find_changes(rows, metric=metric, marks=store.anchors())
     docs = [c.to_dict() for c in changes]
     if fmt == "json":
         return json.dumps({"runs": len(rows), "changes": docs}, indent=1) + "\n"
@@ -110,7 +111,7 @@ def _markdown(docs: Sequence[dict[str, Any]], runs: int) -> str:
 def anchors_report(*, history: str, fmt: str = "table") -> str:
     """Every anchor set, newest first, as waivers are shown: the run, who, when and why."""
     store = _sql_store(history)
-    marks = store.anchors()  # type: ignore[attr-defined]
+    marks = store.anchors()
     if fmt == "json":
         return json.dumps({"anchors": [m.to_dict() for m in marks]}, indent=1) + "\n"
     if not marks:
@@ -124,7 +125,7 @@ def anchors_report(*, history: str, fmt: str = "table") -> str:
 
 def set_anchor(*, history: str, run: str, by: str, reason: str) -> str:
     store = _sql_store(history)
-    mark = store.set_anchor(run, by=by, reason=reason)  # type: ignore[attr-defined]
+    mark = store.set_anchor(run, by=by, reason=reason)
     return terminal(
         f"gatekeeper: anchor set: run {mark.run} ({mark.channel}, {mark.device_kind} {mark.arch}) by {mark.set_by} "
         f"on {mark.set_at}: {mark.reason}",

@@ -63,7 +63,8 @@ def test_a_step_after_night_six_is_named_at_the_right_run_with_the_stack_differe
     assert change["first_run"]["commit"] == f"{7:040x}"
     assert change["last_run_before"]["pipeline_id"] == "1006"
     assert 0.015 < change["change"] < 0.035
-    assert change["ci"][0] > 0 and change["p_value"] <= 0.01
+    assert change["ci"][0] > 0
+    assert change["p_value"] <= 0.01
     assert {"component": "torch", "before": "2.5.1+rocm6.2", "after": "2.6.0+rocm6.2"} in change["stack_changes"]
     assert [s["component"] for s in change["stack_changes"]] == ["torch"]  # nothing else moved
     assert not change["confirmed"]
@@ -73,7 +74,8 @@ def test_a_step_after_night_six_is_named_at_the_right_run_with_the_stack_differe
     assert "torch 2.5.1+rocm6.2 -> 2.6.0+rocm6.2" in md
     main(["history", "changes", "--history", f"sqlite:{db}"])
     table = capsys.readouterr().out
-    assert "at run 7 of 12" in table and "first run after: pipeline 1007" in table
+    assert "at run 7 of 12" in table
+    assert "first run after: pipeline 1007" in table
 
 
 def test_an_a_a_history_has_no_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,7 +88,9 @@ def test_an_a_a_history_has_no_change(tmp_path: Path, capsys: pytest.CaptureFixt
     assert capsys.readouterr().out == "no change point in 12 recorded runs\n"
 
 
-def test_the_history_change_gate_warns_until_the_anchor_moves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_history_change_gate_warns_until_the_anchor_moves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = _store(tmp_path, nights=10)
     artifacts = tmp_path / "night-11"
     write_stage(_perf(10.25, np.random.default_rng(11), "2.6.0+rocm6.2"), artifacts)
@@ -101,10 +105,18 @@ def test_the_history_change_gate_warns_until_the_anchor_moves(tmp_path: Path, ca
         return next(g for g in verdict.gates if g.name == "history-change")
 
     warned = gate()
-    assert warned.outcome.value == "fail" and warned.severity == "advisory" and not warned.blocking
+    assert warned.outcome.value == "fail"
+    assert warned.severity == "advisory"
+    assert not warned.blocking
     assert "at run 7 of the last 11" in warned.reason
-    assert "pipeline 1007" in warned.reason and "torch 2.5.1+rocm6.2 -> 2.6.0+rocm6.2" in warned.reason
-    assert main(["history", "anchor", "--history", f"sqlite:{db}", "--set", "1010", "--by", "ann", "--reason", "torch 2.6"]) == 0
+    assert "pipeline 1007" in warned.reason
+    assert "torch 2.5.1+rocm6.2 -> 2.6.0+rocm6.2" in warned.reason
+    assert (
+        main(
+            ["history", "anchor", "--history", f"sqlite:{db}", "--set", "1010", "--by", "ann", "--reason", "torch 2.6"]
+        )
+        == 0
+    )
     assert "anchor set: run 1010" in capsys.readouterr().out
     assert gate().outcome.value == "pass"  # confirmed: the release manager moved the anchor past it
     assert main(["history", "anchor", "--history", f"sqlite:{db}"]) == 0
