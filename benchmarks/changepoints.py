@@ -136,53 +136,49 @@ def accuracy(args: argparse.Namespace) -> None:
 
 def speed(args: argparse.Namespace) -> None:
     """``gatekeeper history changes`` over a sqlite store of 10,000 runs x 30 sampled metrics, end to end."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(args.db) if args.db else Path(tmp) / "history.db"
+        if not db.exists():
+            write_store(db, args)
+        size = db.stat().st_size / 1e6
+        env_vars = {**os.environ, "PYTHONPATH": str(ROOT)}
+        cmd = [sys.executable, "-m", "gatekeeper", "history", "changes", "--history", f"sqlite:{db}", "--format", "json"]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env_vars, timeout=600, check=False)  # noqa: S603  # nosec B603
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr)
+        out = json.loads(proc.stdout)
+        at = sorted({c["index"] for c in out["changes"]})
+        print(
+            f"history changes over {out['runs']} runs ({size:.0f} MB store): {wall:.2f} s wall, "
+            f"{len(out['changes'])} changes found, at run indexes {at}"
+        )
+
+
+def write_store(db: Path, args: argparse.Namespace) -> None:
+    """``args.runs`` runs of ``args.metrics`` sampled metrics each (10 processes x 20 samples); every metric
+    3% slower from the middle run on."""
     from gatekeeper.contract.stage_report import Environment, Metric, StageReport
     from gatekeeper.history import RunInfo
     from gatekeeper.history.sqlite import SqliteStore
 
     rng = np.random.default_rng(args.seed)
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "history.db"
-        store = SqliteStore(db, create=True)
-        env = Environment("2.5.1+rocm6.2", "3.11.7", "runner", "stable", "rocm", rocm_version="6.2.4",
-                          gfx_arch="gfx942")  # fmt: skip
-        t0 = time.perf_counter()
-        rows = []
-        for r in range(args.runs):
-            level = 1.0 + (0.03 if r >= args.runs // 2 else 0.0)
-            metrics = {
-                f"latency_ms.m{m}": Metric.of(
-                    10.0 * level, "ms", "lower", [list(10 * level * np.exp(rng.normal(0, 0.01, 20))) for _ in range(10)]
-                )
-                for m in range(args.metrics)
-            }
-            report = StageReport("performance_baseline", "passed", f"2026-01-01T00:00:{r % 60:02d}+00:00", 1.0, env,
-                                 metrics, config={"model": "demo", "batch_size": 8})  # fmt: skip
-            rows.append((report, RunInfo("main", f"{r:040x}", str(r), "pass", f"2026-{1 + r // 3000:02d}-01T{r:08d}")))
-        store.save_many(rows)
-        print(
-            f"wrote {args.runs} runs x {args.metrics} metrics in {time.perf_counter() - t0:.1f} s ({db.stat().st_size / 1e6:.0f} MB)"
-        )
-        env_vars = {**os.environ, "PYTHONPATH": str(ROOT)}
-        cmd = [
-            sys.executable,
-            "-m",
-            "gatekeeper",
-            "history",
-            "changes",
-            "--history",
-            f"sqlite:{db}",
-            "--format",
-            "json",
-        ]
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env_vars, timeout=600, check=False)  # nosec B603
-        wall = time.perf_counter() - t0
-        if proc.returncode != 0:
-            raise SystemExit(proc.stderr)
-        changes = json.loads(proc.stdout)["changes"]
-        at = {c["index"] for c in changes}
-        print(f"history changes: {wall:.2f} s wall, {len(changes)} changes found, at run indexes {sorted(at)}")
+    store = SqliteStore(db, create=True)
+    env = Environment("2.5.1+rocm6.2", "3.11.7", "runner", "stable", "rocm", rocm_version="6.2.4", gfx_arch="gfx942")
+    t0 = time.perf_counter()
+    rows = []
+    for r in range(args.runs):
+        level = 10.0 * (1.03 if r >= args.runs // 2 else 1.0)
+        metrics = {
+            f"latency_ms.m{m}": Metric.of(level, "ms", "lower", list(map(list, level * np.exp(rng.normal(0, 0.01, (10, 20))))))
+            for m in range(args.metrics)
+        }
+        report = StageReport("performance_baseline", "passed", "2026-01-01T00:00:00+00:00", 1.0, env, metrics,
+                             config={"model": "demo", "batch_size": 8})  # fmt: skip
+        rows.append((report, RunInfo("main", f"{r:040x}", str(r), "pass", f"2026-01-01T00:00:00.{r:06d}")))
+    store.save_many(rows)
+    print(f"wrote {args.runs} runs x {args.metrics} metrics in {time.perf_counter() - t0:.1f} s")
 
 
 def main() -> None:
@@ -195,6 +191,7 @@ def main() -> None:
     parser.add_argument("--speed", action="store_true", help="time `history changes` instead")
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--metrics", type=int, default=30)
+    parser.add_argument("--db", help="with --speed: reuse (or keep) the store at this path")
     args = parser.parse_args()
     speed(args) if args.speed else accuracy(args)
 

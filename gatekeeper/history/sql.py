@@ -36,8 +36,8 @@ COLUMNS = (
 _RECORD = "id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack"
 _SERIES = (
     "id, stage, channel, device_kind, arch, rocm_version, model, ref, tag, commit_sha, pipeline_id, verdict, "
-    "recorded_at, fingerprint, stack, points, config, report"
-)
+    "recorded_at, fingerprint, stack, points, config, CASE WHEN points IS NULL THEN report ELSE NULL END"
+)  # a report is read only for a row written before schema 2 had points
 
 
 @dataclass(frozen=True)
