@@ -124,7 +124,7 @@ def _history(
 
 def _same(key: tuple[Any, ...], current: tuple[Any, ...], branch: str | None) -> bool:
     """The same series: stage, channel, device and configuration; the branch only when one is known."""
-    stage, channel, kind, arch, ref, config = key
+    stage, channel, kind, arch, ref, config, _project = key  # the store already reads this project only
     return (stage, channel, kind, arch, config) == (current[0], current[1], current[2], current[3], current[5]) and (
         not branch or ref == branch
     )

@@ -178,10 +178,14 @@ def record_run(
 
 
 def run_stack(environ: Mapping[str, str]) -> dict[str, str | None]:
-    """What a stage report does not say about the stack: gatekeeper's version and the job's image."""
+    """What a stage report does not say about the run: gatekeeper's version, the job's image, the repository."""
     from gatekeeper import __version__
 
-    return {"gatekeeper": __version__, "image": environ.get("CI_JOB_IMAGE") or None}
+    return {
+        "gatekeeper": __version__,
+        "image": environ.get("CI_JOB_IMAGE") or None,
+        "project": environ.get("CI_PROJECT_PATH") or None,  # a shared store keeps each repository's runs apart
+    }
 
 
 def resolve_channel(explicit: str | None, reports: Mapping[str, StageReport], environ: Mapping[str, str]) -> str:

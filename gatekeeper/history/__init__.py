@@ -44,6 +44,11 @@ class Opening(NamedTuple):
     create: bool = False
     missing_ok: bool = False
 
+    @property
+    def project(self) -> str | None:
+        """The repository a shared store is read for (CI_PROJECT_PATH); None outside CI."""
+        return (os.environ if self.environ is None else self.environ).get("CI_PROJECT_PATH") or None
+
 
 def _open_file_store(location: str, how: Opening) -> BaselineStore:
     from gatekeeper.history.file import FileStore
@@ -54,13 +59,13 @@ def _open_file_store(location: str, how: Opening) -> BaselineStore:
 def _open_sqlite_store(location: str, how: Opening) -> BaselineStore:
     from gatekeeper.history.sqlite import SqliteStore
 
-    return SqliteStore(location, create=how.create, missing_ok=how.missing_ok)
+    return SqliteStore(location, create=how.create, missing_ok=how.missing_ok, project=how.project)
 
 
 def _open_postgres_store(location: str, how: Opening) -> BaselineStore:
     from gatekeeper.history.postgres import PostgresStore
 
-    return PostgresStore(f"postgresql:{location}", create=how.create, missing_ok=how.missing_ok)
+    return PostgresStore(f"postgresql:{location}", create=how.create, missing_ok=how.missing_ok, project=how.project)
 
 
 def _open_gitlab_store(location: str, how: Opening) -> BaselineStore:

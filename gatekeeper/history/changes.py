@@ -87,7 +87,7 @@ def _run(row: SeriesRow) -> dict[str, Any]:
 
 def group_key(row: SeriesRow) -> tuple[Any, ...]:
     config = tuple(json.dumps(row.config.get(k), sort_keys=True, default=str) for k in _CONFIG_KEYS)
-    return (row.stage, row.channel, row.device_kind, row.arch, row.ref, config)
+    return (row.stage, row.channel, row.device_kind, row.arch, row.ref, config, row.stack.get("project"))
 
 
 def stack_of(row: SeriesRow) -> dict[str, str | None]:

@@ -54,7 +54,8 @@ ALTER TABLE results ADD COLUMN IF NOT EXISTS tag TEXT;
 ALTER TABLE results ADD COLUMN IF NOT EXISTS stack TEXT;
 ALTER TABLE results ADD COLUMN IF NOT EXISTS points TEXT;
 ALTER TABLE results ADD COLUMN IF NOT EXISTS config TEXT;
-CREATE INDEX IF NOT EXISTS results_baseline ON results (stage, channel, device_kind, arch, recorded_at, id);
+ALTER TABLE results ADD COLUMN IF NOT EXISTS project TEXT;
+CREATE INDEX IF NOT EXISTS results_baseline ON results (stage, channel, device_kind, arch, project, recorded_at, id);
 CREATE INDEX IF NOT EXISTS results_pipeline ON results (pipeline_id);
 CREATE TABLE IF NOT EXISTS anchors (
     id BIGSERIAL PRIMARY KEY,
@@ -64,7 +65,8 @@ CREATE TABLE IF NOT EXISTS anchors (
     arch TEXT,
     set_by TEXT NOT NULL,
     reason TEXT NOT NULL,
-    set_at TEXT NOT NULL
+    set_at TEXT NOT NULL,
+    project TEXT
 )
 """
 MIGRATIONS = {1: _V1, 2: _V2}
@@ -80,10 +82,11 @@ class PostgresStore(SqlStore):
     label = "postgresql"
     placeholder = "%s"
 
-    def __init__(self, url: str, *, create: bool = False, missing_ok: bool = False) -> None:
+    def __init__(self, url: str, *, create: bool = False, missing_ok: bool = False, project: str | None = None) -> None:
         """``create``/``missing_ok`` are the sqlite store's: a server database always exists, and its tables
         are made by the first gatekeeper that connects (only a recording use writes rows)."""
         self.url = url
+        self.project = project
         self.why_missing = ""
         self.skipped: list[str] = []
         try:

@@ -32,6 +32,7 @@ _SCAN = 500  # rows examined for a comparable baseline before giving up
 COLUMNS = (
     "stage", "status", "channel", "device_kind", "arch", "rocm_version", "torch_version", "model", "ref",
     "commit_sha", "pipeline_id", "verdict", "recorded_at", "fingerprint", "report", "tag", "stack", "points", "config",
+    "project",
 )  # fmt: skip
 _RECORD = "id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack"
 _SERIES = (
@@ -108,6 +109,9 @@ class SqlStore(BaselineStore):
 
     label = "sql"  # the spec prefix, used in run ids: sqlite:12
     placeholder = "?"
+    # The repository (CI_PROJECT_PATH) a shared store is read for: its records, and those recorded without
+    # one; None (outside CI) reads every record. A record keeps the project that recorded it.
+    project: str | None = None
     why_missing = ""  # why the last latest_record() returned None
     skipped: list[str]  # records the last latest_record() could not use
 
@@ -129,6 +133,11 @@ class SqlStore(BaselineStore):
     def _rows(self, query: str, args: Sequence[Any]) -> list[Sequence[Any]]:
         with self._connect() as conn:
             return list(conn.execute(self._sql(query), list(args)).fetchall())
+
+    def _scope(self, conds: list[str], args: list[object]) -> None:
+        if self.project:
+            conds.append("(project IS NULL OR project = ?)")
+            args.append(self.project)
 
     @staticmethod
     def _eq(column: str, value: object, args: list[object]) -> str:
@@ -153,15 +162,15 @@ class SqlStore(BaselineStore):
                 conn.execute(insert, row)
         return len(rows)
 
-    @staticmethod
-    def _row(report: StageReport, info: RunInfo) -> tuple[Any, ...]:
+    def _row(self, report: StageReport, info: RunInfo) -> tuple[Any, ...]:
         env = report.environment
+        project = (info.stack or {}).get("project") or self.project
         return (
             report.stage, report.status, env.channel, env.device_kind, env.arch, env.rocm_version, env.torch_version,
             report.config.get("model"), info.ref, info.commit, info.pipeline_id, info.verdict,
             info.recorded_at or utc_now(), json.dumps(env.to_dict(), sort_keys=True), json.dumps(report.to_dict()),
             info.tag, json.dumps(dict(info.stack or {}), sort_keys=True), json.dumps(metric_points(report)),
-            json.dumps(dict(report.config), sort_keys=True, default=str),
+            json.dumps(dict(report.config), sort_keys=True, default=str), project,
         )  # fmt: skip
 
     # -- baselines ---------------------------------------------------------------------------------------
@@ -177,6 +186,7 @@ class SqlStore(BaselineStore):
         if branch:
             conds.append("ref = ?")
             args.append(branch)
+        self._scope(conds, args)
         where = " AND ".join(conds)
         query = f"SELECT {_RECORD} FROM results WHERE {where} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
         rows = self._rows(query, [*args, _SCAN])
@@ -224,12 +234,12 @@ class SqlStore(BaselineStore):
         self, stage: str, *, channel: str | None = None, limit: int = 50
     ) -> Sequence[tuple[RunInfo, StageReport]]:
         args: list[object] = [stage]
-        query = "SELECT id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack FROM results "
-        query += "WHERE stage = ?"
+        conds = ["stage = ?"]
         if channel:
-            query += " AND channel = ?"
+            conds.append("channel = ?")
             args.append(channel)
-        query += " ORDER BY recorded_at DESC, id DESC LIMIT ?"
+        self._scope(conds, args)
+        query = f"SELECT {_RECORD} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
         self.skipped = []
         return list(self._usable(self._rows(query, [*args, int(limit)]), baseline=False))
 
@@ -239,7 +249,8 @@ class SqlStore(BaselineStore):
     ) -> list[SeriesRow]:
         """Every passed stage result, oldest first, as change detection reads it (no report is parsed
         unless the row predates the ``points`` column)."""
-        conds, args = ["status = 'passed'"], []
+        conds: list[str] = ["status = 'passed'"]
+        args: list[object] = []
         for column, value in (("stage", stage), ("channel", channel)):
             if value:
                 conds.append(f"{column} = ?")
@@ -247,6 +258,7 @@ class SqlStore(BaselineStore):
         if since:
             conds.append("recorded_at >= ?")
             args.append(since)
+        self._scope(conds, args)
         query = f"SELECT {_SERIES} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at, id"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
         out = []
         for row in self._rows(query, args):
@@ -295,20 +307,29 @@ class SqlStore(BaselineStore):
         """The records of one run: ``LABEL:ID`` (one stage result) or a pipeline id (all its stages)."""
         prefix, _, number = run.partition(":")
         cols = "id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack"
+        conds: list[str] = []
+        args: list[object] = []
         if prefix in ("sqlite", "postgresql", "postgres") and number.isdigit():
-            rows = self._rows(f"SELECT {cols} FROM results WHERE id = ?", [int(number)])  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+            conds.append("id = ?")
+            args.append(int(number))
         else:
-            query = f"SELECT {cols} FROM results WHERE pipeline_id = ? ORDER BY id"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
-            rows = self._rows(query, [run])
+            conds.append("pipeline_id = ?")
+            args.append(run)
+        self._scope(conds, args)
+        query = f"SELECT {cols} FROM results WHERE {' AND '.join(conds)} ORDER BY id"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        rows = self._rows(query, args)
         self.skipped = []
         return list(self._usable(rows))
 
     # -- anchors -----------------------------------------------------------------------------------------
     def anchors(self) -> list[AnchorMark]:
         """Every anchor ever set, newest first."""
+        conds: list[str] = ["1 = 1"]
+        args: list[object] = []
+        self._scope(conds, args)
         query = "SELECT id, run, channel, device_kind, arch, set_by, reason, set_at FROM anchors "
-        query += "ORDER BY set_at DESC, id DESC"
-        return [AnchorMark(*row) for row in self._rows(query, [])]
+        query += f"WHERE {' AND '.join(conds)} ORDER BY set_at DESC, id DESC"
+        return [AnchorMark(*row) for row in self._rows(query, args)]
 
     def set_anchor(self, run: str, *, by: str, reason: str, at: str | None = None) -> AnchorMark:
         """Pin ``run`` as the anchor of its channel and device from now on; the records must exist."""
@@ -323,12 +344,14 @@ class SqlStore(BaselineStore):
                 f"name a pipeline id or a record id ({self.label}:N) that 'gatekeeper history export' lists",
             )  # fmt: skip
         env = records[0][1].environment
+        project = (records[0][0].stack or {}).get("project") or self.project
         when = at or utc_now()
         insert = (
-            "INSERT INTO anchors (run, channel, device_kind, arch, set_by, reason, set_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO anchors (run, channel, device_kind, arch, set_by, reason, set_at, project) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         )
         with self._connect() as conn, self._transaction(conn):
-            conn.execute(self._sql(insert), [run, env.channel, env.device_kind, env.arch, by, reason, when])
+            conn.execute(self._sql(insert), [run, env.channel, env.device_kind, env.arch, by, reason, when, project])
         return next(a for a in self.anchors() if a.run == run and a.set_at == when)
 
     def anchor_records(self, mark: AnchorMark) -> list[tuple[RunInfo, StageReport]]:

@@ -54,7 +54,8 @@ ALTER TABLE results ADD COLUMN tag TEXT;
 ALTER TABLE results ADD COLUMN stack TEXT;
 ALTER TABLE results ADD COLUMN points TEXT;
 ALTER TABLE results ADD COLUMN config TEXT;
-CREATE INDEX IF NOT EXISTS results_baseline ON results (stage, channel, device_kind, arch, recorded_at, id);
+ALTER TABLE results ADD COLUMN project TEXT;
+CREATE INDEX IF NOT EXISTS results_baseline ON results (stage, channel, device_kind, arch, project, recorded_at, id);
 CREATE INDEX IF NOT EXISTS results_pipeline ON results (pipeline_id);
 CREATE TABLE IF NOT EXISTS anchors (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -64,7 +65,8 @@ CREATE TABLE IF NOT EXISTS anchors (
     arch TEXT,
     set_by TEXT NOT NULL,
     reason TEXT NOT NULL,
-    set_at TEXT NOT NULL
+    set_at TEXT NOT NULL,
+    project TEXT
 )
 """
 MIGRATIONS = {1: _V1, 2: _V2}  # version -> what takes the schema from version - 1 to it
@@ -73,7 +75,10 @@ MIGRATIONS = {1: _V1, 2: _V2}  # version -> what takes the schema from version -
 class SqliteStore(SqlStore):
     label = "sqlite"
 
-    def __init__(self, path: str | Path, *, create: bool = False, missing_ok: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, create: bool = False, missing_ok: bool = False, project: str | None = None
+    ) -> None:
+        self.project = project
         if not str(path):
             raise InputError(None, "--baseline", "sqlite store needs a path", "e.g. sqlite:.gatekeeper/results.db")
         self.path = Path(path)

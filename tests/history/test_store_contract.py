@@ -270,3 +270,22 @@ def test_eight_concurrent_writers_lose_no_record(spec: str) -> None:
     assert all(r.ok for r in results), [r.stderr[-800:] for r in results]
     commits = {info.commit for info, _ in _open(spec).history("performance_baseline", limit=1000)}
     assert commits == {f"w{w}-{i}" for w in range(8) for i in range(25)}
+
+
+def test_one_shared_store_keeps_each_repositorys_runs_apart(spec: str) -> None:
+    """Two model repositories record the same model name into one database: neither is the other's
+    baseline, anchor or series; a reader outside CI (no project) sees both."""
+    a = open_store(spec, {"CI_PROJECT_PATH": "team/a"}, create=True)
+    b = open_store(spec, {"CI_PROJECT_PATH": "team/b"}, create=True)
+    assert isinstance(a, SqlStore)
+    assert isinstance(b, SqlStore)
+    a.save(_report(10.0), RunInfo("main", "a1", "1", "pass", "2026-01-01T00:00:00+00:00", stack={"project": "team/a"}))
+    b.save(_report(50.0), RunInfo("main", "b1", "2", "pass", "2026-01-02T00:00:00+00:00", stack={"project": "team/b"}))
+    assert a.latest("performance_baseline", _report(1.0)).metrics["latency_ms"].value == 10.0
+    assert b.latest("performance_baseline", _report(1.0)).metrics["latency_ms"].value == 50.0
+    assert [r.commit for r in a.series()] == ["a1"]
+    assert a.run("2") == []  # team/b's pipeline is not team/a's to anchor on
+    a.set_anchor("1", by="ann", reason="a's")
+    assert b.anchors() == []
+    everyone = _open(spec)
+    assert {i.commit for i, _ in everyone.history("performance_baseline")} == {"a1", "b1"}
