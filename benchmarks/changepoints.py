@@ -142,9 +142,19 @@ def speed(args: argparse.Namespace) -> None:
             write_store(db, args)
         size = db.stat().st_size / 1e6
         env_vars = {**os.environ, "PYTHONPATH": str(ROOT)}
-        cmd = [sys.executable, "-m", "gatekeeper", "history", "changes", "--history", f"sqlite:{db}", "--format", "json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gatekeeper",
+            "history",
+            "changes",
+            "--history",
+            f"sqlite:{db}",
+            "--format",
+            "json",
+        ]
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env_vars, timeout=600, check=False)  # noqa: S603  # nosec B603
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env_vars, timeout=600, check=False)  # nosec B603
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             raise SystemExit(proc.stderr)
@@ -171,7 +181,9 @@ def write_store(db: Path, args: argparse.Namespace) -> None:
     for r in range(args.runs):
         level = 10.0 * (1.03 if r >= args.runs // 2 else 1.0)
         metrics = {
-            f"latency_ms.m{m}": Metric.of(level, "ms", "lower", list(map(list, level * np.exp(rng.normal(0, 0.01, (10, 20))))))
+            f"latency_ms.m{m}": Metric.of(
+                level, "ms", "lower", list(map(list, level * np.exp(rng.normal(0, 0.01, (10, 20)))))
+            )
             for m in range(args.metrics)
         }
         report = StageReport("performance_baseline", "passed", "2026-01-01T00:00:00+00:00", 1.0, env, metrics,
