@@ -153,15 +153,21 @@ def speed(args: argparse.Namespace) -> None:
             "--format",
             "json",
         ]
+        import resource
+
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env_vars, timeout=600, check=False)  # nosec B603
         wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if proc.returncode != 0:
             raise SystemExit(proc.stderr)
         out = json.loads(proc.stdout)
         at = sorted({c["index"] for c in out["changes"]})
         print(
-            f"history changes over {out['runs']} runs ({size:.0f} MB store): {wall:.2f} s wall, "
+            f"history changes over {out['runs']} runs ({size:.0f} MB store): {wall:.2f} s wall, {cpu:.2f} s CPU, "
+            f"peak RSS {after.ru_maxrss / 1024:.0f} MB, load average {os.getloadavg()[0]:.1f}, "
             f"{len(out['changes'])} changes found, at run indexes {at}"
         )
 
