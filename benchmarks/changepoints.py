@@ -153,21 +153,23 @@ def speed(args: argparse.Namespace) -> None:
             "--format",
             "json",
         ]
-        import resource
-
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env_vars, timeout=600, check=False)  # nosec B603
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        if proc.returncode != 0:
-            raise SystemExit(proc.stderr)
-        out = json.loads(proc.stdout)
+        with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+            child = subprocess.Popen(cmd, stdout=out_file, stderr=err_file, env=env_vars)  # nosec B603
+            _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU time and peak memory
+            child.returncode = os.waitstatus_to_exitcode(status)
+            wall = time.perf_counter() - t0
+            out_file.seek(0)
+            err_file.seek(0)
+            stdout, stderr = out_file.read().decode(), err_file.read().decode()
+        cpu = usage.ru_utime + usage.ru_stime
+        if child.returncode != 0:
+            raise SystemExit(stderr)
+        out = json.loads(stdout)
         at = sorted({c["index"] for c in out["changes"]})
         print(
             f"history changes over {out['runs']} runs ({size:.0f} MB store): {wall:.2f} s wall, {cpu:.2f} s CPU, "
-            f"peak RSS {after.ru_maxrss / 1024:.0f} MB, load average {os.getloadavg()[0]:.1f}, "
+            f"peak RSS {usage.ru_maxrss / 1024:.0f} MB, load average {os.getloadavg()[0]:.1f}, "
             f"{len(out['changes'])} changes found, at run indexes {at}"
         )
 
