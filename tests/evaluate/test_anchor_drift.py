@@ -89,6 +89,11 @@ def test_a_creeping_regression_is_blocked_by_night_six(tmp_path: Path) -> None:
     assert "`performance_baseline` anchor: run sqlite:1, pipeline 1001, ref main" in md
     saved = json.loads((tmp_path / f"night-{blocked_on}" / "verdict.json").read_text(encoding="utf-8"))
     assert saved["anchors"]["performance_baseline"]["pipeline_id"] == "1001"
+    from gatekeeper.notify.alert import load_alert
+    from gatekeeper.notify.gitlab_note import note_body
+
+    note = note_body(load_alert(tmp_path / f"night-{blocked_on}" / "verdict.json", environ={}))
+    assert "`performance_baseline` anchor: run sqlite:1, pipeline 1001, ref main" in note  # the MR note too
     # a blocked night is not recorded, so the anchor cannot creep along with the model
     recorded = {i.pipeline_id for i, _ in SqliteStore(db).history("performance_baseline", limit=100)}
     assert str(1000 + blocked_on) not in recorded
