@@ -18,6 +18,7 @@ from gatekeeper.history import BaselineStore, baseline_branch, open_store
 __all__ = ["HISTORY_RUNS", "References", "load_references"]
 
 HISTORY_RUNS = 30  # recorded runs (before this one) a history gate looks at
+_SCAN = 2000  # newest records of the stage, channel and device read to find them (other branches, models)
 
 
 @dataclass
@@ -105,7 +106,8 @@ def _history(
         None, None, None, None, now.isoformat(timespec="seconds"), env.to_dict(), dict(stack or {}), points, config,
     )  # fmt: skip
     key = group_key(current)
-    rows = [r for r in store.series(stage=stage, channel=env.channel) if _same(group_key(r), key, branch)]
+    recent = store.series(stage=stage, channel=env.channel, device=(env.device_kind, env.arch), newest=_SCAN)
+    rows = [r for r in recent if _same(group_key(r), key, branch)]
     rows = [r for r in rows if r.points.get(name)][-HISTORY_RUNS:]
     series = [*rows, current]
     if len(series) < 6:

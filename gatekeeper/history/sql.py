@@ -245,23 +245,35 @@ class SqlStore(BaselineStore):
 
     # -- whole-history reads (changes, export) ------------------------------------------------------------
     def series(
-        self, *, stage: str | None = None, channel: str | None = None, since: str | None = None
+        self,
+        *,
+        stage: str | None = None,
+        channel: str | None = None,
+        since: str | None = None,
+        device: tuple[str | None, str | None] | None = None,
+        newest: int | None = None,
     ) -> list[SeriesRow]:
         """Every passed stage result, oldest first, as change detection reads it (no report is parsed
-        unless the row predates the ``points`` column)."""
+        unless the row predates the ``points`` column); ``device`` (kind, arch) narrows it, ``newest``
+        keeps only that many of the newest."""
         conds: list[str] = ["status = 'passed'"]
         args: list[object] = []
         for column, value in (("stage", stage), ("channel", channel)):
             if value:
                 conds.append(f"{column} = ?")
                 args.append(value)
+        if device is not None:
+            conds += [self._eq("device_kind", device[0], args), self._eq("arch", device[1], args)]
         if since:
             conds.append("recorded_at >= ?")
             args.append(since)
         self._scope(conds, args)
-        query = f"SELECT {_SERIES} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at, id"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        query = f"SELECT {_SERIES} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        if newest is not None:
+            query += " LIMIT ?"
+            args.append(int(newest))
         out = []
-        for row in self._rows(query, args):
+        for row in reversed(self._rows(query, args)):
             rid, st, ch, kind, arch, rocm, model, ref, tag, commit, pipeline, verdict, at, env, stack, pts, cfg, rep = (
                 row
             )
