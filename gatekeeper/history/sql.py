@@ -34,7 +34,7 @@ COLUMNS = (
     "commit_sha", "pipeline_id", "verdict", "recorded_at", "fingerprint", "report", "tag", "stack", "points", "config",
     "project",
 )  # fmt: skip
-_RECORD = "id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack"
+_RECORD = "id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack, channel"
 _SERIES = (
     "id, stage, channel, device_kind, arch, rocm_version, model, ref, tag, commit_sha, pipeline_id, verdict, "
     "recorded_at, fingerprint, stack, points, config, CASE WHEN points IS NULL THEN report ELSE NULL END"
@@ -207,13 +207,17 @@ class SqlStore(BaselineStore):
     def _usable(self, rows: Iterable[Sequence[Any]], *, baseline: bool = True) -> Iterator[tuple[RunInfo, StageReport]]:
         """The rows that parse (and, for a ``baseline``, hold only usable numbers), read one at a time;
         the others are named in ``skipped``."""
-        for row_id, ref, commit, pipeline, verdict, at, text, tag, stack in rows:
+        for row_id, ref, commit, pipeline, verdict, at, text, tag, stack, channel in rows:
             info = RunInfo(ref, commit, pipeline, verdict, at, f"{self.label}:{row_id}", tag, _json(stack) or None)
-            report = self._parse(text, info, baseline=baseline)
+            report = self._parse(text, info, baseline=baseline, channel=channel)
             if report is not None:
                 yield info, report
 
-    def _parse(self, text: Any, info: RunInfo, *, baseline: bool = True) -> StageReport | None:
+    def _parse(
+        self, text: Any, info: RunInfo, *, baseline: bool = True, channel: str | None = None
+    ) -> StageReport | None:
+        """The stored report, or None with the reason in ``skipped``: it does not parse, (for a baseline) it
+        holds unusable numbers, or it names another channel than the row it was found by (never obeyed)."""
         try:
             doc = json.loads(text)
         except (TypeError, ValueError):
@@ -221,8 +225,11 @@ class SqlStore(BaselineStore):
         problem = unusable(doc) if baseline else None
         if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
             problem = problem or "not a stage result"
+        elif channel is not None:
+            problem = problem or _contradiction(doc, channel)
         if problem:
-            self.skipped.append(f"record {info.describe()} in {self.where()} skipped: {problem}")
+            what = "baseline record" if baseline else "record"
+            self.skipped.append(f"{what} {info.describe()} in {self.where()} skipped: {problem}")
             return None
         try:
             return StageReport.from_dict(doc)
@@ -308,17 +315,14 @@ class SqlStore(BaselineStore):
 
     def records(self) -> Iterator[tuple[RunInfo, StageReport]]:
         """Every stored record, oldest first, with all it was recorded with (for ``history export``)."""
-        query = (
-            "SELECT id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack FROM results "
-            "ORDER BY recorded_at, id"
-        )
+        query = f"SELECT {_RECORD} FROM results ORDER BY recorded_at, id"  # noqa: S608 - constant column names  # nosec B608
         self.skipped = []
         yield from self._usable(self._rows(query, []), baseline=False)
 
     def run(self, run: str) -> list[tuple[RunInfo, StageReport]]:
         """The records of one run: ``LABEL:ID`` (one stage result) or a pipeline id (all its stages)."""
         prefix, _, number = run.partition(":")
-        cols = "id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack"
+        cols = _RECORD
         conds: list[str] = []
         args: list[object] = []
         if prefix in ("sqlite", "postgresql", "postgres") and number.isdigit():
@@ -368,6 +372,15 @@ class SqlStore(BaselineStore):
 
     def anchor_records(self, mark: AnchorMark) -> list[tuple[RunInfo, StageReport]]:
         return self.run(mark.run)
+
+
+def _contradiction(doc: dict[str, Any], channel: str) -> str | None:
+    """A record whose stored report names another channel than the row it was found by is never obeyed."""
+    env = doc.get("environment")
+    claimed = env.get("channel") if isinstance(env, dict) else None
+    if claimed != channel:
+        return f"filed under channel {channel!r}, its stored report says {claimed!r}"
+    return None
 
 
 def _json(text: Any) -> dict[str, Any]:

@@ -8,9 +8,9 @@ pragmas and the migrations (``PRAGMA user_version``: 1 the first schema, 2 added
 points, config, stack, tag and the anchors table; a version-1 file is upgraded in
 place the first time a gatekeeper that knows 2 opens it, and keeps every record).
 
-Reading never creates a database: a path that does not exist is an input error
-naming it (``create=True`` only where a run is recorded), or an empty store
-(``missing_ok=True``: evaluate's ``--baseline`` on a first run).
+Reading never creates a database: through ``open_store`` a path that does not exist
+is an input error naming it (``create=True`` only where a run is recorded), or an
+empty store (``missing_ok=True``: evaluate's ``--baseline`` on a first run).
 """
 
 from __future__ import annotations
@@ -76,8 +76,10 @@ class SqliteStore(SqlStore):
     label = "sqlite"
 
     def __init__(
-        self, path: str | Path, *, create: bool = False, missing_ok: bool = False, project: str | None = None
+        self, path: str | Path, *, create: bool = True, missing_ok: bool = False, project: str | None = None
     ) -> None:
+        """``create``: make the file when it does not exist (the default for a store named in code; every
+        command opens stores through ``gatekeeper.history.open_store``, which creates only to record)."""
         self.project = project
         if not str(path):
             raise InputError(None, "--baseline", "sqlite store needs a path", "e.g. sqlite:.gatekeeper/results.db")
