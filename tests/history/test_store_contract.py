@@ -289,3 +289,14 @@ def test_one_shared_store_keeps_each_repositorys_runs_apart(spec: str) -> None:
     assert b.anchors() == []
     everyone = _open(spec)
     assert {i.commit for i, _ in everyone.history("performance_baseline")} == {"a1", "b1"}
+
+
+def test_a_record_whose_report_contradicts_its_row_is_never_the_baseline(spec: str) -> None:
+    store = _open(spec)
+    store.save(_report(10.0), RunInfo("main", "good", "1", "pass", "2026-01-01T00:00:00+00:00"))
+    store.save(_report(99.0, channel="nightly"), RunInfo("main", "moved", "2", "pass", "2026-01-02T00:00:00+00:00"))
+    _execute(spec, "UPDATE results SET channel = ? WHERE commit_sha = ?", ["stable", "moved"])
+    got = store.latest_record("performance_baseline", _report(1.0))
+    assert got is not None
+    assert got[0].commit == "good"
+    assert any("channel 'stable', its stored report says 'nightly'" in line for line in store.skipped)
