@@ -6,6 +6,6 @@ ARG WHEEL
 COPY ${WHEEL} /tmp/wheels/
 # The CPU wheel index: never a multi-GB CUDA torch.
 RUN python -m pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu \
-        "$(ls /tmp/wheels/*.whl)[onnx,report]" \
+        "$(ls /tmp/wheels/*.whl)[onnx,report,postgres]" \
     && rm -rf /tmp/wheels \
     && gatekeeper --version

@@ -5,7 +5,7 @@ ARG BASE=rocm/pytorch:latest
 FROM ${BASE}
 ARG WHEEL
 COPY ${WHEEL} /tmp/wheels/
-RUN python -m pip install --no-cache-dir "$(ls /tmp/wheels/*.whl)[onnx]" \
+RUN python -m pip install --no-cache-dir "$(ls /tmp/wheels/*.whl)[onnx,postgres]" \
     && rm -rf /tmp/wheels \
     && gatekeeper --version \
     && python -c "import torch; print('torch', torch.__version__, 'hip', torch.version.hip)"

@@ -142,6 +142,9 @@ def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
     miopen = _miopen_version() if info.kind == "rocm" else None
     if miopen:
         extra["miopen_version"] = miopen
+    collectives = _nccl_version() if info.kind in ("rocm", "cuda") else None
+    if collectives:  # RCCL sits behind the NCCL API on ROCm (gatekeeper history changes names it)
+        extra["rccl_version" if info.kind == "rocm" else "nccl_version"] = collectives
     return Environment(
         torch_version=torch.__version__,
         torch_git_hash=getattr(torch.version, "git_version", None),
@@ -159,6 +162,16 @@ def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
         channel=resolve_channel(channel, torch.__version__),
         extra=extra,
     )
+
+
+def _nccl_version() -> str | None:
+    try:
+        import torch
+
+        v = torch.cuda.nccl.version()
+        return ".".join(str(x) for x in v) if isinstance(v, tuple) else (str(v) if v else None)
+    except Exception:
+        return None
 
 
 def _miopen_version() -> str | None:

@@ -132,7 +132,7 @@ def test_registry_install_is_pinned_and_never_from_a_public_index(tmp_path: Path
     index = "https://gitlab-ci-token:jobtoken123@gitlab.example.com/api/v4/projects/platform%2Fgatekeeper/packages/pypi/simple"
     assert first == f"-m pip install --quiet --no-deps --index-url {index} gatekeeper-rocm==1.4.0"
     # dependencies only: gatekeeper-rocm==1.4.0 is already installed and satisfies the pin
-    assert second.endswith(" gatekeeper-rocm[onnx]==1.4.0")
+    assert second.endswith(" gatekeeper-rocm[onnx,postgres]==1.4.0")
     assert "--index-url" not in second.replace("--extra-index-url https://download.pytorch.org/whl/cpu", "")
 
 

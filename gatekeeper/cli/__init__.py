@@ -45,6 +45,7 @@ def _commands() -> tuple[ModuleType, ...]:
         doctor,
         evaluate,
         gpu_check,
+        history,
         matrix,
         notify,
         pipeline,
@@ -52,7 +53,9 @@ def _commands() -> tuple[ModuleType, ...]:
         stage,
     )
 
-    return (stage, pipeline, gpu_check, evaluate, ab, report, matrix, advise, doctor, analyze, notify, cache, breaker)
+    return (
+        stage, pipeline, gpu_check, evaluate, ab, report, matrix, advise, history, doctor, analyze, notify, cache, breaker
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -103,6 +103,7 @@ class Verdict:
     baselines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # stage -> the run it was compared with
     warnings: tuple[str, ...] = ()  # integrity warnings (weakened gates, skipped baseline records...)
     provenance: Mapping[str, Any] = field(default_factory=dict)  # version, gates sha256, artifacts sha256
+    anchors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # stage -> the anchor run (compare: anchor)
 
     @property
     def gpu_verified(self) -> bool:
@@ -140,6 +141,7 @@ class Verdict:
             "baselines": {k: dict(v) for k, v in self.baselines.items()},
             "warnings": list(self.warnings),
             "provenance": dict(self.provenance),
+            **({"anchors": {k: dict(v) for k, v in self.anchors.items()}} if self.anchors else {}),
         }
 
     @classmethod
@@ -159,6 +161,7 @@ class Verdict:
             baselines=d.get("baselines", {}),
             warnings=tuple(d.get("warnings", ())),
             provenance=d.get("provenance", {}),
+            anchors=d.get("anchors", {}),
         )
 
 

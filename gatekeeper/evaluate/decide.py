@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gatekeeper.contract.junit import JUnitSummary
@@ -17,6 +17,7 @@ from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict, WaivedCheck
 from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.evaluate.gates import Gate, Gates, Waiver
+from gatekeeper.evaluate.history_gate import anchor_words, history_gate
 from gatekeeper.evaluate.judge import holm_adjust, judge_gate, uses_judge
 from gatekeeper.evaluate.metrics import Resolved, resolve
 from gatekeeper.evaluate.point_gates import expand, named
@@ -40,6 +41,12 @@ class Inputs:
     baseline_runs: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)  # stage -> RunInfo dict
     warnings: tuple[str, ...] = ()  # integrity warnings found while reading the inputs
     provenance: Mapping[str, object] = field(default_factory=dict)
+    # compare: anchor and compare: history (gatekeeper.evaluate.anchors reads them)
+    anchors: Mapping[str, StageReport] = field(default_factory=dict)  # stage -> its anchor run's result
+    anchor_notes: Mapping[str, str] = field(default_factory=dict)  # stage -> why there is no anchor
+    anchor_runs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # stage -> Anchor.to_dict()
+    history_changes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # gate metric -> newest change
+    history_notes: Mapping[str, str] = field(default_factory=dict)  # gate metric -> why it was not judged
 
 
 def evaluate(inputs: Inputs) -> Verdict:
@@ -52,7 +59,7 @@ def evaluate(inputs: Inputs) -> Verdict:
             label,
         )
         for gate in inputs.gates.for_channel(inputs.channel)
-        for point, label in expand(gate, inputs.reports, inputs.baselines)  # a [*] gate: one per sweep point
+        for point, label in expand(gate, inputs.reports, _references(gate, inputs))  # a [*] gate: one per point
     ]
     results = holm_adjust(results)  # across gates and sweep points alike
     required = _device_required(inputs)
@@ -83,7 +90,13 @@ def evaluate(inputs: Inputs) -> Verdict:
         baselines={k: dict(v) for k, v in inputs.baseline_runs.items()},
         warnings=tuple(inputs.warnings),
         provenance=dict(inputs.provenance),
+        anchors={k: dict(v) for k, v in inputs.anchor_runs.items()},
     )
+
+
+def _references(gate: Gate, inputs: Inputs) -> Mapping[str, StageReport]:
+    """What a gate compares with: the baselines, or the anchors for ``compare: anchor``."""
+    return inputs.anchors if gate.compare == "anchor" else inputs.baselines
 
 
 NOT_GPU = "not a GPU verdict"
@@ -168,9 +181,18 @@ def _evaluate_gate(
     if gate.stage in inputs.not_selected and gate.stage not in inputs.reports:
         return GateResult(outcome=Outcome.SKIPPED, reason=f"not evaluated: stage {gate.stage} was not selected", **base)
     mine = waived_checks.get(gate.name, [])
-    baseline = inputs.baselines.get(gate.stage or "") if gate.compare == "baseline" else None
-    if gate.compare == "baseline" and baseline is None and gate.stage in inputs.reports:
+    if gate.compare == "history":
+        result = history_gate(gate, inputs.history_changes, inputs.history_notes, base)
+        if result.outcome is Outcome.SKIPPED and gate.on_missing != "skip":
+            result = _missing(gate, base, result.reason)
+        return _apply_waivers(result, gate, active=active, expired=expired, mine=mine, reports=inputs.reports)
+    compared = gate.compare in ("baseline", "anchor")
+    baseline = _references(gate, inputs).get(gate.stage or "") if compared else None
+    if compared and baseline is None and gate.stage in inputs.reports:
         # Said before the metric is resolved: no statistic is computed for nothing.
+        if gate.compare == "anchor":
+            note = inputs.anchor_notes.get(gate.stage or "", "no history store was given (--baseline)")
+            return _missing(gate, base, f"no anchor: {note}")
         note = inputs.baseline_notes.get(gate.stage or "", "no baseline store was given (--baseline)")
         return _missing(gate, base, f"no comparable baseline: {note}")
     got = _resolve(gate, inputs, {w.check for w in mine})
@@ -181,15 +203,22 @@ def _evaluate_gate(
         ref = resolve(gate.metric, {baseline.stage: baseline})
         if not ref.ok:
             return _missing(gate, base, f"the baseline has no value: {ref.missing}")
-        unconverged = _unconverged_warmup(gate.stage or "", inputs.reports, inputs.baselines)
+        unconverged = _unconverged_warmup(gate.stage or "", inputs.reports, _references(gate, inputs))
         if unconverged and uses_judge(got, ref):
             return GateResult(outcome=Outcome.INCONCLUSIVE, reason=f"{label}: {unconverged}", **base)
         judged = uses_judge(got, ref)
         result = judge_gate(gate, got, ref, base) if judged else _point(gate, label, got, ref.value, base)
+        if gate.compare == "anchor":
+            result = replace(result, reason=f"{result.reason} (vs the anchor: {_anchor_words(gate, inputs)})")
     else:
         result = _point(gate, label, got, None, base)
     result = _bound_skips(result, gate, inputs)
     return _apply_waivers(result, gate, active=active, expired=expired, mine=mine, reports=inputs.reports)
+
+
+def _anchor_words(gate: Gate, inputs: Inputs) -> str:
+    run = inputs.anchor_runs.get(gate.stage or "", {})
+    return anchor_words(run)
 
 
 def _bound_skips(result: GateResult, gate: Gate, inputs: Inputs) -> GateResult:

@@ -21,6 +21,7 @@ from gatekeeper.core import budgets, files
 from gatekeeper.core.errors import InputError
 
 __all__ = [
+    "AnchorWindow",
     "Condition",
     "Gate",
     "Gates",
@@ -44,6 +45,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 }
 _RULE = re.compile(r"^\s*(<=|>=|<|>|==|!=)\s*([+-]?)((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(%?)\s*$")
 JUNIT_METRICS = ("pass_rate", "failures", "errors", "tests", "skipped")
+_RELATIVE = ("baseline", "anchor", "history")  # compare: kinds a signed (relative) rule may use
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,9 @@ class Gate:
     severity: Literal["blocking", "advisory"] = "blocking"
     on_missing: Literal["fail", "warn", "skip"] = "fail"
     mode: Literal["enforce", "shadow"] = "enforce"
-    compare: Literal["baseline"] | None = None
+    # baseline: the newest comparable run; anchor: the fixed anchor run (drift); history: the newest
+    # unconfirmed change point of the metric's recorded history (gatekeeper.history.changes)
+    compare: Literal["baseline", "anchor", "history"] | None = None
     junit: str | None = None
     when: Condition = field(default_factory=Condition)
     alpha: float = 0.01
@@ -161,11 +165,25 @@ class Waiver:
 
 
 @dataclass(frozen=True)
+class AnchorWindow:
+    """Where ``compare: anchor`` looks when no anchor was set and no release recorded: the oldest of the
+    ``runs`` newest runs of the last ``days`` days (gates.yaml ``anchor:``)."""
+
+    days: int = 30
+    runs: int = 20
+
+
+@dataclass(frozen=True)
 class Gates:
     gates: tuple[Gate, ...]
     waivers: tuple[Waiver, ...] = ()
     channels: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)
     source: str = ""
+    anchor: AnchorWindow = field(default_factory=AnchorWindow)
+
+    def compares(self, kind: str) -> tuple[Gate, ...]:
+        """The gates with ``compare: kind``."""
+        return tuple(g for g in self.gates if g.compare == kind)
 
     def for_channel(self, channel: str) -> tuple[Gate, ...]:
         """The gates with this channel's overrides applied."""
@@ -239,12 +257,19 @@ def parse_gates(
             )
         rules = {k: Rule.parse(g[k]) for k in ("pass", "warn") if k in g}
         for key, rule in rules.items():
-            if rule.relative and g.get("compare") != "baseline":
+            if rule.relative and g.get("compare") not in _RELATIVE:
                 raise InputError(
                     path,
                     where(["gates", name, key]),
                     f"gates.{name}.{key}: {rule.text!r} is relative to a baseline",
                     "add compare: baseline, or drop the sign for an absolute threshold",
+                )
+            if not rule.relative and g.get("compare") == "history":
+                raise InputError(
+                    path,
+                    where(["gates", name, key]),
+                    f"gates.{name}.{key}: compare: history judges a change, so its rule must be relative",
+                    'write a signed change, e.g. "<= +1%"',
                 )
         gates.append(
             Gate(
@@ -309,14 +334,16 @@ def parse_gates(
                 rule_text = overrides[gate_name].get(key)
                 if rule_text and Rule.parse(rule_text).relative:
                     gate = next(g for g in gates if g.name == gate_name)
-                    if gate.compare != "baseline":
+                    if gate.compare not in _RELATIVE:
                         raise InputError(
                             path,
                             where(["channels", channel, gate_name, key]),
                             f"channels.{channel}.{gate_name}.{key}: a relative rule needs a baseline",
                             f"add compare: baseline to gates.{gate_name}",
                         )
-    return Gates(tuple(gates), tuple(waivers), channels, path)
+    window = data.get("anchor") or {}
+    anchor = AnchorWindow(int(window.get("window_days", 30)), int(window.get("window_runs", 20)))
+    return Gates(tuple(gates), tuple(waivers), channels, path, anchor)
 
 
 # Known keys at each level, for "did you mean" on misspellings (a misspelled key

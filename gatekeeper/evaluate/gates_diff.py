@@ -189,6 +189,13 @@ def differences(target: Gates, mine: Gates, *, ref: str) -> list[str]:
     out += [f"waiver removed for gate {w.gate} ({w.owner})" for w in target.waivers if _waiver_key(w) not in after]
     if _plain(target.channels) != _plain(mine.channels):
         out.append(f"channels overrides changed: {_plain(target.channels)} -> {_plain(mine.channels)}")
+    a, b = target.anchor, mine.anchor
+    if a != b:  # a shorter window lets the anchor follow a slow drift
+        weaker = b.days < a.days or b.runs < a.runs
+        out.append(
+            f"anchor window {a.days} days/{a.runs} runs -> {b.days} days/{b.runs} runs"
+            + (" (weakened)" if weaker else "")
+        )
     return out
 
 

@@ -79,6 +79,7 @@ def to_markdown(v: Verdict) -> str:
         f"{md_code_span(env.get('device_name') or '?')} ({md_code_span(device)}) · ROCm "
         f"{md_code_span(env.get('rocm_version') or '—')}" + (f" · {md_text(str(where))}" if where else ""),
     ]
+    lines += _compared_with(v)
     plain, points = split_results(v.gates)
     if plain or not points:
         lines += [
@@ -119,6 +120,19 @@ def to_markdown(v: Verdict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _compared_with(v: Verdict) -> list[str]:
+    """Which runs the comparisons used: each stage's baseline and, beside it, its anchor (run, ref, commit, date)."""
+    from gatekeeper.evaluate.history_gate import anchor_words
+
+    lines = []
+    for stage in sorted(set(v.baselines) | set(v.anchors)):
+        if stage in v.baselines:
+            lines.append(f"- {md_code_span(stage)} baseline: {md_text(anchor_words(v.baselines[stage]))}")
+        if stage in v.anchors:
+            lines.append(f"- {md_code_span(stage)} anchor: {md_text(anchor_words(v.anchors[stage]))}")
+    return ["", "**Compared with**", "", *lines] if lines else []
 
 
 def sweep_markdown(points: list[GateResult], *, max_reasons: int = 20) -> list[str]:

@@ -33,7 +33,7 @@ def expand(
         return [(gate, "")]
     stage, _, name = gate.metric.partition(".")
     names: set[str] = set()
-    sources = [reports.get(stage)] + ([baselines.get(stage)] if gate.compare == "baseline" else [])
+    sources = [reports.get(stage)] + ([baselines.get(stage)] if gate.compare in ("baseline", "anchor") else [])
     for report in sources:
         if report is not None:
             names |= set(report.metrics)

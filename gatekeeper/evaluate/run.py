@@ -17,6 +17,7 @@ from gatekeeper.contract.verdict import Verdict, write_verdict
 from gatekeeper.core import budgets, files
 from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.core.errors import InputError
+from gatekeeper.evaluate.anchors import load_references
 from gatekeeper.evaluate.decide import Inputs, evaluate
 from gatekeeper.evaluate.gates import Gates, default_gates_path, load_gates_text
 from gatekeeper.evaluate.gates_diff import differences, gates_at_ref
@@ -25,6 +26,7 @@ from gatekeeper.history import BASELINE_VERDICTS, RunInfo, baseline_branch, comp
 
 __all__ = [
     "CHANNELS",
+    "SPOOL_FILE",
     "Baselines",
     "check_channels",
     "clear_outputs",
@@ -38,6 +40,9 @@ __all__ = [
 ]
 
 CHANNELS = ("stable", "nightly")
+
+
+SPOOL_FILE = "history-spool.jsonl"  # beside the verdict: the records a store could not take (history import)
 
 
 def run_evaluate(
@@ -67,6 +72,7 @@ def run_evaluate(
     found = load_baselines(baseline, reports, env, channel=job_channel)
     warnings = [*gate_warnings, *found.warnings]
     now = dt.datetime.now(dt.timezone.utc)
+    refs = load_references(baseline, gates, reports, env, now, stack=run_stack(env))
     verdict = evaluate(
         Inputs(
             gates=gates,
@@ -83,12 +89,17 @@ def run_evaluate(
             not_selected=not_selected,
             warnings=tuple(warnings),
             provenance=provenance(gates_text, artifacts, gates_ref),
+            anchors=refs.anchors,
+            anchor_notes=refs.anchor_notes,
+            anchor_runs=refs.anchor_runs,
+            history_changes=refs.history_changes,
+            history_notes=refs.history_notes,
         )
     )
     write_outputs(verdict, out)
     if record:
         if verdict.result in BASELINE_VERDICTS or record_blocked:
-            record_run(record, reports, verdict, env)
+            record_run(record, reports, verdict, env, spool=out / SPOOL_FILE)
         else:
             print(
                 f"gatekeeper: not recording this {verdict.result} run in {record}: a blocked run never becomes "
@@ -181,8 +192,18 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def record_run(spec: str, reports: Mapping[str, StageReport], verdict: Verdict, environ: Mapping[str, str]) -> None:
-    """Keep this run's stage results and verdict in a history store (for baselines, reports, the breaker)."""
+def record_run(
+    spec: str,
+    reports: Mapping[str, StageReport],
+    verdict: Verdict,
+    environ: Mapping[str, str],
+    *,
+    spool: Path = Path(SPOOL_FILE),
+) -> None:
+    """Keep this run's stage results and verdict in a history store (for baselines, anchors, reports, the
+    breaker). A store that cannot be reached is tried twice; then the records wait in ``spool``."""
+    from gatekeeper.history.transfer import record
+
     ctx = PipelineContext.from_env(environ)
     info = RunInfo(
         ref=ctx.ref or ctx.tag,
@@ -190,10 +211,21 @@ def record_run(spec: str, reports: Mapping[str, StageReport], verdict: Verdict, 
         pipeline_id=ctx.pipeline_id,
         verdict=verdict.result,
         recorded_at=verdict.generated_at,
+        tag=ctx.tag,
+        stack=run_stack(environ),
     )
-    store = open_store(spec, environ)
-    for report in reports.values():
-        store.save(report, info)
+    record(spec, [(report, info) for report in reports.values()], spool=spool, environ=environ)
+
+
+def run_stack(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """What a stage report does not say about the run: gatekeeper's version, the job's image, the repository."""
+    from gatekeeper import __version__
+
+    return {
+        "gatekeeper": __version__,
+        "image": environ.get("CI_JOB_IMAGE") or None,
+        "project": environ.get("CI_PROJECT_PATH") or None,  # a shared store keeps each repository's runs apart
+    }
 
 
 def resolve_channel(explicit: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
@@ -254,7 +286,7 @@ def load_baselines(
     out = Baselines()
     if not spec:
         return out
-    store = open_store(spec, environ)
+    store = open_store(spec, environ, missing_ok=True)  # a first run: the store does not exist yet
     branch = baseline_branch(environ)
     found, notes = out.reports, out.notes
     for stage, claimed in reports.items():

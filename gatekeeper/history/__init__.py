@@ -1,15 +1,19 @@
 """Baseline stores: where earlier stage results come from, behind one Protocol.
 
 ``--baseline`` takes a store spec: a directory (``DIR`` or ``file:DIR``: stage
-JSON files of an earlier pipeline), ``sqlite:PATH``, ``gitlab:`` or
-``git:BRANCH``. STORES is the explicit registry of spec prefixes. The types and
-rules every store shares live in ``gatekeeper.history.baseline`` (re-exported here).
+JSON files of an earlier pipeline), ``sqlite:PATH``, ``postgresql://USER@HOST/DB``,
+``gitlab:`` or ``git:BRANCH``. Reading never creates a store: ``create=True`` is for
+the uses that record (evaluate --record, history import, history anchor), and
+``missing_ok=True`` reads a store that does not exist yet as an empty one. STORES is
+the explicit registry of spec prefixes. The types and rules every store shares live
+in ``gatekeeper.history.baseline`` (re-exported here).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from gatekeeper.history.baseline import (
     BASELINE_VERDICTS,
@@ -24,6 +28,7 @@ __all__ = [
     "BASELINE_VERDICTS",
     "STORES",
     "BaselineStore",
+    "Opening",
     "RunInfo",
     "baseline_branch",
     "comparability",
@@ -32,41 +37,64 @@ __all__ = [
 ]
 
 
-def _open_file_store(location: str, environ: Mapping[str, str] | None = None) -> BaselineStore:
+class Opening(NamedTuple):
+    """How a store is opened: where gitlab: and git: read their variables, and whether it may be created."""
+
+    environ: Mapping[str, str] | None = None
+    create: bool = False
+    missing_ok: bool = False
+
+    @property
+    def project(self) -> str | None:
+        """The repository a shared store is read for (CI_PROJECT_PATH); None outside CI."""
+        return (os.environ if self.environ is None else self.environ).get("CI_PROJECT_PATH") or None
+
+
+def _open_file_store(location: str, how: Opening) -> BaselineStore:
     from gatekeeper.history.file import FileStore
 
     return FileStore(location)
 
 
-def _open_sqlite_store(location: str, environ: Mapping[str, str] | None = None) -> BaselineStore:
+def _open_sqlite_store(location: str, how: Opening) -> BaselineStore:
     from gatekeeper.history.sqlite import SqliteStore
 
-    return SqliteStore(location)
+    return SqliteStore(location, create=how.create, missing_ok=how.missing_ok, project=how.project)
 
 
-def _open_gitlab_store(location: str, environ: Mapping[str, str] | None = None) -> BaselineStore:
+def _open_postgres_store(location: str, how: Opening) -> BaselineStore:
+    from gatekeeper.history.postgres import PostgresStore
+
+    return PostgresStore(f"postgresql:{location}", create=how.create, missing_ok=how.missing_ok, project=how.project)
+
+
+def _open_gitlab_store(location: str, how: Opening) -> BaselineStore:
     from gatekeeper.history.gitlab import GitLabStore
 
-    return GitLabStore.from_env(location, environ)
+    return GitLabStore.from_env(location, how.environ)
 
 
-def _open_git_store(location: str, environ: Mapping[str, str] | None = None) -> BaselineStore:
+def _open_git_store(location: str, how: Opening) -> BaselineStore:
     from gatekeeper.history.git import GitStore
 
-    env = os.environ if environ is None else environ
+    env = os.environ if how.environ is None else how.environ
     return GitStore(location, remote=env.get("GATEKEEPER_GIT_REMOTE") or None)
 
 
-# spec prefix -> factory(location, environ): environ is where gitlab: and git: read their variables
-STORES: dict[str, Callable[[str, Mapping[str, str] | None], BaselineStore]] = {
+# spec prefix -> factory(location, how)
+STORES: dict[str, Callable[[str, Opening], BaselineStore]] = {
     "file": _open_file_store,
     "sqlite": _open_sqlite_store,
+    "postgresql": _open_postgres_store,
+    "postgres": _open_postgres_store,
     "gitlab": _open_gitlab_store,
     "git": _open_git_store,
 }
 
 
-def open_store(spec: str, environ: Mapping[str, str] | None = None) -> BaselineStore:
+def open_store(
+    spec: str, environ: Mapping[str, str] | None = None, *, create: bool = False, missing_ok: bool = False
+) -> BaselineStore:
     from gatekeeper.core.errors import InputError
 
     prefix, sep, location = spec.partition(":")
@@ -75,4 +103,4 @@ def open_store(spec: str, environ: Mapping[str, str] | None = None) -> BaselineS
     factory = STORES.get(prefix)
     if factory is None:
         raise InputError(None, "--baseline", f"unknown baseline store {prefix!r}", f"use one of: {', '.join(STORES)}")
-    return factory(location, environ)
+    return factory(location, Opening(environ, create, missing_ok))

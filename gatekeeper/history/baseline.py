@@ -37,9 +37,15 @@ class RunInfo:
     verdict: str | None = None  # the gate verdict of that pipeline, when known
     recorded_at: str | None = None
     run_id: str | None = None  # the store's own id of the record (sqlite row, git file, GitLab job)
+    tag: str | None = None  # set when the pipeline ran for a tag (a release): such a run may be an anchor
+    # what the stage report does not say about the stack: gatekeeper's version, the job's image
+    stack: Mapping[str, str | None] | None = None
 
-    def to_dict(self) -> dict[str, str | None]:
-        return dict(self.__dict__)
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        if out["stack"] is not None:
+            out["stack"] = dict(out["stack"])
+        return out
 
     def describe(self) -> str:
         parts = [f"run {self.run_id}" if self.run_id else "", f"branch {self.ref}" if self.ref else ""]

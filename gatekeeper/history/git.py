@@ -11,6 +11,7 @@ branch first and ``save`` pushes it (retrying on a concurrent push).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -135,7 +136,7 @@ class GitStore(BaselineStore):
 
     def save(self, report: StageReport, info: RunInfo) -> None:
         when = _stamp(info.recorded_at)
-        info = RunInfo(info.ref, info.commit, info.pipeline_id, info.verdict, info.recorded_at or when.isoformat())
+        info = dataclasses.replace(info, recorded_at=info.recorded_at or when.isoformat(), run_id=None)
         record = {k: v for k, v in info.to_dict().items() if k != "run_id"}
         name = (
             f"results/{report.stage}/{when:%Y%m%dT%H%M%S%fZ}-{(info.commit or 'none')[:12]}-{uuid.uuid4().hex[:8]}.json"

@@ -2,29 +2,33 @@
 
 The embedded default: history, report and breaker read it. Several jobs on one
 runner may write at once, so the database runs in WAL mode with a busy timeout
-and each save is one short ``BEGIN IMMEDIATE`` transaction.
+and each save is one short ``BEGIN IMMEDIATE`` transaction. The records and queries
+are the SQL stores' own (``gatekeeper.history.sql``); this file adds the file, the
+pragmas and the migrations (``PRAGMA user_version``: 1 the first schema, 2 added
+points, config, stack, tag and the anchors table; a version-1 file is upgraded in
+place the first time a gatekeeper that knows 2 opens it, and keeps every record).
+
+Reading never creates a database: through ``open_store`` a path that does not exist
+is an input error naming it (``create=True`` only where a run is recorded), or an
+empty store (``missing_ok=True``: evaluate's ``--baseline`` on a first run).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.contract.stage_report import StageReport, utc_now
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, unusable
+from gatekeeper.history.sql import SCHEMA_VERSION, SqlStore
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
-SCHEMA_VERSION = 1
 _BUSY_MS = 30_000
-_SCAN = 500  # rows examined for a comparable baseline before giving up
 
-_DDL = """
+_V1 = """
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     stage TEXT NOT NULL,
@@ -43,148 +47,112 @@ CREATE TABLE IF NOT EXISTS results (
     fingerprint TEXT NOT NULL,
     report TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS results_stage_time ON results (stage, recorded_at, id);
+CREATE INDEX IF NOT EXISTS results_stage_time ON results (stage, recorded_at, id)
 """
+_V2 = """
+ALTER TABLE results ADD COLUMN tag TEXT;
+ALTER TABLE results ADD COLUMN stack TEXT;
+ALTER TABLE results ADD COLUMN points TEXT;
+ALTER TABLE results ADD COLUMN config TEXT;
+ALTER TABLE results ADD COLUMN project TEXT;
+CREATE INDEX IF NOT EXISTS results_baseline ON results (stage, channel, device_kind, arch, project, recorded_at, id);
+CREATE INDEX IF NOT EXISTS results_pipeline ON results (pipeline_id);
+CREATE TABLE IF NOT EXISTS anchors (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run TEXT NOT NULL,
+    channel TEXT,
+    device_kind TEXT,
+    arch TEXT,
+    set_by TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    set_at TEXT NOT NULL,
+    project TEXT
+)
+"""
+MIGRATIONS = {1: _V1, 2: _V2}  # version -> what takes the schema from version - 1 to it
 
 
-class SqliteStore(BaselineStore):
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.why_missing = ""  # why the last latest() returned None
-        self.skipped: list[str] = []  # records the last latest() could not use
+class SqliteStore(SqlStore):
+    label = "sqlite"
+
+    def __init__(
+        self, path: str | Path, *, create: bool = True, missing_ok: bool = False, project: str | None = None
+    ) -> None:
+        """``create``: make the file when it does not exist (the default for a store named in code; every
+        command opens stores through ``gatekeeper.history.open_store``, which creates only to record)."""
+        self.project = project
         if not str(path):
             raise InputError(None, "--baseline", "sqlite store needs a path", "e.g. sqlite:.gatekeeper/results.db")
+        self.path = Path(path)
+        self.why_missing = ""
+        self.skipped: list[str] = []
+        self.missing = not self.path.exists()
+        if self.missing and not create and not missing_ok:
+            raise InputError(
+                self.path, "", "no such history store",
+                "check the path (a store is created only by a run that records: evaluate --record, history import)",
+            )  # fmt: skip
+        if self.missing and not create:
+            return  # an empty store that stays on no disk
+        self.missing = False
         with self._connect() as conn:
             self._migrate(conn)
 
+    def where(self) -> str:
+        return str(self.path)
+
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        if self.missing and self.path.exists():
+            self.missing = False
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=_BUSY_MS / 1000, isolation_level=None)
+            if not self.missing:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                ":memory:" if self.missing else self.path, timeout=_BUSY_MS / 1000, isolation_level=None
+            )
         except (OSError, sqlite3.Error) as err:
-            raise InputError(self.path, "", f"cannot open the baseline database: {err}", "check the path") from None
+            raise InputError(self.path, "", f"cannot open the history database: {err}", "check the path") from None
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+            if self.missing:  # an empty store: the tables exist, nothing is in them, nothing is written to disk
+                _apply(conn, 0)
             yield conn
         except sqlite3.DatabaseError as err:
             raise InputError(
-                self.path, "", f"not a usable baseline database: {err}", "point sqlite: at a gatekeeper store"
+                self.path, "", f"not a usable history database: {err}", "point sqlite: at a gatekeeper store"
             ) from None
         finally:
             conn.close()
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: Any) -> Iterator[None]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise InputError(
                 self.path, "", f"store schema version {version} is newer than this gatekeeper's {SCHEMA_VERSION}",
-                "upgrade gatekeeper",
+                "upgrade gatekeeper (pip install -U gatekeeper-rocm) in this job",
             )  # fmt: skip
         if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")  # persistent: set once per database file
         if version == SCHEMA_VERSION:
             return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:  # another writer may have won
-                for statement in _DDL.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
-    def save(self, report: StageReport, info: RunInfo) -> None:
-        env = report.environment
-        row = (
-            report.stage, report.status, env.channel, env.device_kind, env.arch, env.rocm_version, env.torch_version,
-            report.config.get("model"), info.ref, info.commit, info.pipeline_id, info.verdict,
-            info.recorded_at or utc_now(), json.dumps(env.to_dict(), sort_keys=True), json.dumps(report.to_dict()),
-        )  # fmt: skip
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(
-                    "INSERT INTO results (stage, status, channel, device_kind, arch, rocm_version, torch_version, "
-                    "model, ref, commit_sha, pipeline_id, verdict, recorded_at, fingerprint, report) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    row,
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-
-    def latest_record(
-        self, stage: str, like: StageReport, *, branch: str | None = None
-    ) -> tuple[RunInfo, StageReport] | None:
-        env = like.environment
-        query = (
-            "SELECT id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, channel FROM results "
-            "WHERE stage = ? AND channel IS ? AND device_kind IS ? AND arch IS ? AND status = 'passed' "
-            "AND (verdict IS NULL OR verdict IN (?, ?))"
-        )
-        args: list[object] = [stage, env.channel, env.device_kind, env.arch, *BASELINE_VERDICTS]
-        if branch:
-            query += " AND ref = ?"
-            args.append(branch)
-        query += " ORDER BY recorded_at DESC, id DESC LIMIT ?"
-        args.append(_SCAN)
-        with self._connect() as conn:
-            rows = conn.execute(query, args).fetchall()
-        device = env.device_kind if env.arch in (None, env.device_kind) else f"{env.device_kind} {env.arch}"
-        on = f", branch {branch}" if branch else ""
-        self.why_missing = (
-            f"no passed {stage} result on {device} ({env.channel} channel{on}, verdict pass or warn) in {self.path} "
-            "yet (first run of this branch or device)"
-        )
-        self.skipped = []
-        found, reasons = first_comparable(self._usable(rows), like)
-        if found is not None:
-            self.why_missing = ""
-        elif reasons:
-            self.why_missing = reasons[0]  # the newest candidate's reason, as the GitLab store reports
-        return found
-
-    def _usable(self, rows: Iterable[Sequence[Any]]) -> Iterator[tuple[RunInfo, StageReport]]:
-        """The rows that may be a baseline, read one at a time; the others are named in ``skipped``."""
-        for row_id, ref, commit, pipeline, verdict, at, text, channel in rows:
-            info = RunInfo(ref, commit, pipeline, verdict, at, run_id=f"sqlite:{row_id}")
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                doc = None
-            problem = unusable(doc) or _contradiction(doc, channel)
-            if problem:
-                self.skipped.append(f"baseline record {info.describe()} in {self.path} skipped: {problem}")
-                continue
-            yield info, StageReport.from_dict(doc)
-
-    def history(
-        self, stage: str, *, channel: str | None = None, limit: int = 50
-    ) -> Sequence[tuple[RunInfo, StageReport]]:
-        query = "SELECT ref, commit_sha, pipeline_id, verdict, recorded_at, report FROM results WHERE stage = ?"
-        args: list[object] = [stage]
-        if channel:
-            query += " AND channel = ?"
-            args.append(channel)
-        query += " ORDER BY recorded_at DESC, id DESC LIMIT ?"
-        args.append(int(limit))
-        with self._connect() as conn:
-            rows = conn.execute(query, args).fetchall()
-        return [
-            (RunInfo(ref, commit, pipeline, verdict, at), StageReport.from_dict(json.loads(text)))
-            for ref, commit, pipeline, verdict, at, text in rows
-        ]
+        with self._transaction(conn):
+            _apply(conn, conn.execute("PRAGMA user_version").fetchone()[0])  # another writer may have won
 
 
-def _contradiction(doc: Any, channel: str | None) -> str | None:
-    """A record whose stored report names another channel than the row it was found by is never obeyed."""
-    env = doc.get("environment") if isinstance(doc, dict) else None
-    claimed = env.get("channel") if isinstance(env, dict) else None
-    if claimed != channel:
-        return f"filed under channel {channel!r}, its stored report says {claimed!r}"
-    return None
+def _apply(conn: sqlite3.Connection, version: int) -> None:
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        for statement in MIGRATIONS[step].split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -20,9 +20,11 @@ __all__ = [
     "CategoryRow",
     "ReportData",
     "Run",
+    "TrendChange",
     "category_rows",
     "collect",
     "history_points",
+    "trend_changes",
 ]
 
 # Stages whose history is kept for trends, in pipeline order (the stage registry imports no stage).
@@ -203,6 +205,43 @@ def history_points(runs: Sequence[Run], metric: str) -> list[tuple[str, float]]:
         if got.ok and got.value is not None:
             out.append((run.label, got.value))
     return out
+
+
+@dataclass(frozen=True)
+class TrendChange:
+    """A change point in a trend: the metric, the first run after it, and the change with its interval."""
+
+    metric: str  # stage.metric as the trend shows it
+    index: int  # of the first run after the change, in the trend's runs (oldest first)
+    label: str  # that run's label
+    change: float
+    ci: tuple[float, float]
+    p_value: float
+
+
+def trend_changes(runs: Sequence[Run], metric: str) -> list[TrendChange]:
+    """The change points of ``metric`` over ``runs`` (``gatekeeper.stats.changepoint``), on each run's
+    per-process samples where the metric has them (a body statistic or the metric itself), else its value."""
+    from gatekeeper.evaluate.metrics import resolve
+    from gatekeeper.stats.changepoint import find_change_points
+
+    labels, groups = [], []
+    for run in runs:
+        got = resolve(f"{run.report.stage}.{metric}", {run.report.stage: run.report})
+        if not got.ok or got.value is None:
+            continue  # as history_points: the indexes of both agree
+        if got.value <= 0:
+            return []  # an error of 0, a rate of 0: not a level to find changes of
+        body = got.statistic in (None, "p50", "median", "mean")
+        samples = [list(g) for g in got.samples or () if g and min(g) > 0] if body else []
+        groups.append(samples or [[got.value]])
+        labels.append(run.label)
+    try:
+        found = find_change_points(groups)
+    except ValueError:  # a run with samples that are not positive: no trend to judge
+        return []
+    stage = runs[0].report.stage if runs else ""
+    return [TrendChange(f"{stage}.{metric}", cp.index, labels[cp.index], cp.change, cp.ci, cp.p_value) for cp in found]
 
 
 def _int(value: Any) -> int | None:

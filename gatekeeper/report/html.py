@@ -141,6 +141,9 @@ def render_html(data: ReportData, plots: list[Plot] | None = None) -> str:
     if plots:
         body.append("<h2>Plots</h2>")
         body += [f'<figure aria-label="{escape(p.title)}">{p.svg}</figure>' for p in plots]
+    changes = tables.change_table(data)
+    if changes is not None:
+        body += ["<h2>Change points in the trends</h2>", _table(changes)]
     if data.reports:
         body += ["<h2>Stages</h2>", _table(tables.stage_table(dict(data.reports)))]
     env_table = tables.environment_table(env)

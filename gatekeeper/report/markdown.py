@@ -59,6 +59,9 @@ def render_markdown(data: ReportData) -> str:
     if categories is not None:
         lines += ["", "**Operators by category**", "", *_table(categories)]
     lines += _trend_lines(data)
+    changes = tables.change_table(data)
+    if changes is not None:
+        lines += ["", "**Change points in the trends**", "", *_table(changes)]
     if data.reports:
         lines += ["", "<details><summary>Stages and environment</summary>", ""]
         lines += _table(tables.stage_table(dict(data.reports)))

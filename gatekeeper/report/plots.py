@@ -20,6 +20,7 @@ __all__ = ["Plot", "latency_plot", "matplotlib_missing", "precision_plot", "repo
 
 _CANDIDATE = "#c2410c"
 _BASELINE = "#1d4ed8"
+_CHANGE = "#7c3aed"
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,15 @@ def latency_plot(
     return Plot(title, _svg(fig, "latency"))
 
 
-def trend_plot(series: Sequence[tuple[str, str, Sequence[tuple[str, float]]]], *, channel: str, device: str) -> Plot:
-    """Small multiples: each (metric, unit, [(run label, value)]) over the last runs, oldest to newest."""
+def trend_plot(
+    series: Sequence[tuple[str, str, Sequence[tuple[str, float]]]],
+    *,
+    channel: str,
+    device: str,
+    changes: Mapping[str, Sequence[tuple[int, float]]] | None = None,
+) -> Plot:
+    """Small multiples: each (metric, unit, [(run label, value)]) over the last runs, oldest to newest;
+    ``changes``: metric -> (index of the first run after a change point, relative change), marked."""
     runs = max(len(points) for _, _, points in series)
     title = f"Trends over the last {runs} runs ({channel}, {device})"
     cols = 2 if len(series) > 1 else 1
@@ -138,6 +146,15 @@ def trend_plot(series: Sequence[tuple[str, str, Sequence[tuple[str, float]]]], *
         ys = [v for _, v in points]
         ax.plot(xs, ys, marker="o", markersize=4, color=_BASELINE)
         ax.plot(xs[-1:], ys[-1:], marker="o", markersize=8, color=_CANDIDATE, linestyle="none", label="this run")
+        for n, (index, change) in enumerate((changes or {}).get(metric, ())):
+            ax.axvline(
+                index - 0.5, color=_CHANGE, linestyle="--", linewidth=1.2, label="change point" if n == 0 else None
+            )
+            where = (index - 0.5, 1.0)
+            ax.annotate(
+                f"{change * 100:+.1f}%", where, xycoords=("data", "axes fraction"), xytext=(3, -10),
+                textcoords="offset points", fontsize=7, color=_CHANGE,
+            )  # fmt: skip
         ax.set_xticks(xs)
         ax.set_xticklabels([label for label, _ in points], rotation=30, ha="right", fontsize=6)
         ax.set_title(metric, fontsize=9)
@@ -145,7 +162,7 @@ def trend_plot(series: Sequence[tuple[str, str, Sequence[tuple[str, float]]]], *
         ax.set_ylabel(f"{metric.rsplit('.', 1)[-1]} ({_unit(unit)})", fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3)
-        if k == 0:
+        if k == 0 or (changes or {}).get(metric):
             ax.legend(loc="best", fontsize=7)
     return Plot(title, _svg(fig, "trends"))
 
@@ -206,7 +223,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 def report_plots(data: Any) -> list[Plot]:
     """Every plot the data supports (``data``: a ReportData), in reading order."""
     from gatekeeper.evaluate.metrics import resolve
-    from gatekeeper.report.data import history_points
+    from gatekeeper.report.data import history_points, trend_changes
 
     plots: list[Plot] = []
     perf = data.reports.get("performance_baseline")
@@ -251,8 +268,12 @@ def report_plots(data: Any) -> list[Plot]:
                 "",
             )
             series.append((f"{stage}.{metric}", unit, points))
+    changes = {
+        f"{stage}.{metric}": [(c.index, c.change) for c in trend_changes(data.history.get(stage, ()), metric)]
+        for stage, metric in TREND_METRICS
+    }
     if series:
-        plots.append(trend_plot(series, channel=data.channel, device=device))
+        plots.append(trend_plot(series, channel=data.channel, device=device, changes=changes))
     return plots
 
 

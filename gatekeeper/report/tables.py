@@ -15,6 +15,7 @@ __all__ = [
     "OUTCOME_LABEL",
     "Table",
     "category_table",
+    "change_table",
     "environment_table",
     "gate_table",
     "number",
@@ -169,6 +170,21 @@ _ENV_FIELDS = (
     ("Python", "python"),
     ("host", "host"),
 )
+
+
+def change_table(data: ReportData) -> Table | None:
+    """Every change point the trends show (``gatekeeper history changes`` has the whole history)."""
+    from gatekeeper.report.data import trend_changes
+    from gatekeeper.report.plots import TREND_METRICS
+
+    rows = []
+    for stage, metric in TREND_METRICS:
+        for c in trend_changes(data.history.get(stage, ()), metric):
+            interval = f"{c.change * 100:+.1f}% [{c.ci[0] * 100:+.1f}, {c.ci[1] * 100:+.1f}]"
+            rows.append((c.metric, c.label, interval, f"{c.p_value:.2g}"))
+    if not rows:
+        return None
+    return Table(("metric", "first run after", "change [95% CI]", "p"), tuple(rows))
 
 
 def environment_table(env: Environment | None) -> Table | None:

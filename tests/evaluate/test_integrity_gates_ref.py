@@ -127,9 +127,11 @@ def test_every_kind_of_difference_is_named():
                 "c": {"metric": "s.o", "pass": "== 0"},
             },
             "channels": {"stable": {"b": {"severity": "advisory"}}},
+            "anchor": {"window_days": 30, "window_runs": 2},
         }
     )
     text = "\n".join(differences(base, mine, ref="main"))
+    assert "anchor window 30 days/20 runs -> 30 days/2 runs (weakened)" in text
     assert "gate a: pass <= 5 -> <= 9 (weakened)" in text
     assert "gate a: on_missing fail -> skip (weakened)" in text
     assert "gate a: mode enforce -> shadow (weakened)" in text

@@ -55,7 +55,7 @@ def _rows(db):
 
 def test_a_blocked_run_is_not_recorded_so_the_baseline_does_not_ratchet(tmp_path):
     db = tmp_path / "h.db"
-    SqliteStore(db).save(_perf(100.0), RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
+    SqliteStore(db, create=True).save(_perf(100.0), RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
     assert _run(tmp_path, "a", 130.0, db=db).result == "blocked"
     assert len(_rows(db)) == 1
     assert _run(tmp_path, "b", 130.0, db=db).result == "blocked"
@@ -63,7 +63,7 @@ def test_a_blocked_run_is_not_recorded_so_the_baseline_does_not_ratchet(tmp_path
 
 def test_record_blocked_keeps_the_run_but_it_never_becomes_the_baseline(tmp_path):
     db = tmp_path / "h.db"
-    SqliteStore(db).save(_perf(100.0), RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
+    SqliteStore(db, create=True).save(_perf(100.0), RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
     assert _run(tmp_path, "a", 130.0, db=db, record_blocked=True).result == "blocked"
     assert [r[2] for r in _rows(db)] == ["pass", "blocked"]
     assert _run(tmp_path, "b", 130.0, db=db).result == "blocked"
@@ -71,8 +71,8 @@ def test_record_blocked_keeps_the_run_but_it_never_becomes_the_baseline(tmp_path
 
 def test_a_nightly_result_is_never_the_stable_baseline(tmp_path):
     db = tmp_path / "h.db"
-    SqliteStore(db).save(_perf(100.0), RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
-    SqliteStore(db).save(
+    SqliteStore(db, create=True).save(_perf(100.0), RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
+    SqliteStore(db, create=True).save(
         _perf(300.0, channel="nightly"), RunInfo("main", "c1", "2", "pass", "2026-01-02T00:00:00+00:00")
     )
     verdict = _run(tmp_path, "a", 290.0, db=db)
@@ -82,8 +82,8 @@ def test_a_nightly_result_is_never_the_stable_baseline(tmp_path):
 
 def test_a_merge_request_compares_with_its_target_branch(tmp_path):
     db = tmp_path / "h.db"
-    SqliteStore(db).save(_perf(100.0), RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
-    SqliteStore(db).save(_perf(300.0), RunInfo("feature", "c1", "2", "pass", "2026-01-02T00:00:00+00:00"))
+    SqliteStore(db, create=True).save(_perf(100.0), RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
+    SqliteStore(db, create=True).save(_perf(300.0), RunInfo("feature", "c1", "2", "pass", "2026-01-02T00:00:00+00:00"))
     mr = {
         "CI_PIPELINE_SOURCE": "merge_request_event",
         "CI_COMMIT_REF_NAME": "feature",
@@ -110,7 +110,7 @@ def test_the_branch_a_baseline_comes_from():
 
 def test_a_record_holding_nan_is_skipped_with_a_warning(tmp_path):
     db = tmp_path / "h.db"
-    store = SqliteStore(db)
+    store = SqliteStore(db, create=True)
     good = _perf(100.0, samples=[[100.0, 101.0], [99.0, 100.5], [100.2, 99.8]])
     store.save(good, RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
     poisoned = _perf(100.0, samples=[[float("nan"), 101.0], [99.0, 100.5], [100.2, 99.8]])

@@ -1,0 +1,220 @@
+"""Change-point accuracy: gatekeeper.stats.find_change_points beside Apache Otava, on the same series.
+
+Series: 30 runs, 10 processes x 20 samples per run. Each process has its own level (log-normal, sigma =
+the per-process noise, 1% or 3%) and its samples scatter around it with the same sigma. A step series
+moves the level by +1, 2, 3, 5 or 10% at a run drawn from 8..22; an A/A series never moves. Scored:
+recall (a change found within one run of the true step), A/A series with any change, misplaced changes
+(found in a step series but not within one run of the step). gatekeeper sees the per-process samples;
+Otava (``otava.analysis.compute_change_points``) sees the median of each run, the one number per run it
+takes, in the same run of this script.
+
+Otava is not a dependency of gatekeeper: it runs in a throwaway virtual environment
+(``--otava-python PATH``, or one this script makes in a temp dir with ``pip install apache-otava``),
+fed the same medians as JSON. ``--no-otava`` leaves it out.
+
+    python benchmarks/changepoints.py [--series 40] [--otava-python /tmp/otava/bin/python]
+    python benchmarks/changepoints.py --speed        # history changes over 10,000 runs x 30 metrics
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess  # nosec B404 - runs this machine's python on a script of this file
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gatekeeper.stats.changepoint import find_change_points  # noqa: E402
+
+STEPS = (0.01, 0.02, 0.03, 0.05, 0.10)
+NOISES = (0.01, 0.03)
+RUNS, PROCESSES, SAMPLES = 30, 10, 20
+
+_OTAVA = """
+import json, sys
+from otava.analysis import compute_change_points
+out = []
+for job in json.load(sys.stdin):
+    cps, _ = compute_change_points(job["series"], window_len=job["window"], max_pvalue=job["p"])
+    out.append([int(cp.index) for cp in cps])
+json.dump(out, sys.stdout)
+"""
+
+
+def make_series(rng: np.random.Generator, step: float, noise: float, at: int | None) -> list[list[list[float]]]:
+    runs = []
+    for r in range(RUNS):
+        level = 10.0 * (1 + step if at is not None and r >= at else 1.0)
+        procs = level * np.exp(rng.normal(0, noise, PROCESSES))
+        runs.append([list(p * np.exp(rng.normal(0, noise, SAMPLES))) for p in procs])
+    return runs
+
+
+def score(found: list[int], at: int | None) -> tuple[bool, int]:
+    """(hit, misplaced): hit when a change lies within one run of ``at``; every other change is misplaced."""
+    if at is None:
+        return False, len(found)
+    hits = [i for i in found if abs(i - at) <= 1]
+    return bool(hits), len(found) - min(len(hits), 1)
+
+
+def otava(jobs: list[dict], python: str) -> list[list[int]]:
+    proc = subprocess.run(
+        [python, "-c", _OTAVA], input=json.dumps(jobs), capture_output=True, text=True, timeout=3600, check=False
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"otava failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def otava_python(given: str | None) -> str:
+    if given:
+        return given
+    where = Path(tempfile.mkdtemp(prefix="otava-venv-"))
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300)  # nosec B603
+    pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q", "apache-otava"]
+    subprocess.run(pip, check=True, timeout=1200)  # nosec B603
+    return str(where / "bin" / "python")
+
+
+def accuracy(args: argparse.Namespace) -> None:
+    rng = np.random.default_rng(args.seed)
+    cases = []  # (step, noise, at, runs)
+    for noise in NOISES:
+        for step in (*STEPS, 0.0):
+            for _ in range(args.series // len(NOISES)):
+                at = int(rng.integers(8, 23)) if step else None
+                cases.append((step, noise, at, make_series(rng, step, noise, at)))
+    t0 = time.perf_counter()
+    ours = [[cp.index for cp in find_change_points(runs)] for _, _, _, runs in cases]
+    ours_s = time.perf_counter() - t0
+    methods = {"gatekeeper find_change_points (per-process samples)": (ours, ours_s)}
+    if not args.no_otava:
+        python = otava_python(args.otava_python)
+        medians = [[float(np.median(np.concatenate(run))) for run in runs] for _, _, _, runs in cases]
+        for p in (0.001, 0.01):
+            t0 = time.perf_counter()
+            got = otava([{"series": m, "window": 50, "p": p} for m in medians], python)
+            methods[f"Otava compute_change_points (run medians, max_pvalue={p})"] = (got, time.perf_counter() - t0)
+    print(f"{len(cases)} series: {args.series} per step and {args.series} A/A, half at each noise {NOISES}\n")
+    header = "| method | " + " | ".join(f"recall {s:.0%}" for s in STEPS) + " | A/A with a change | misplaced | s |"
+    print(header)
+    print("|" + " --- |" * (len(STEPS) + 4))
+    for name, (found, seconds) in methods.items():
+        recall = {s: [] for s in STEPS}
+        aa_false, aa_total, misplaced, reported = 0, 0, 0, 0
+        for (step, _, at, _), idx in zip(cases, found, strict=True):
+            hit, wrong = score(idx, at)
+            reported += len(idx)
+            if step:
+                recall[step].append(hit)
+                misplaced += wrong
+            else:
+                aa_total += 1
+                aa_false += bool(idx)
+        mis = f"{misplaced}/{reported} ({misplaced / max(reported, 1):.1%})"
+        cells = " | ".join(f"{np.mean(recall[s]):.2f}" for s in STEPS)
+        print(f"| {name} | {cells} | {aa_false}/{aa_total} | {mis} | {seconds:.1f} |")
+    if args.by_noise:
+        for noise in NOISES:
+            row = []
+            for s in STEPS:
+                hits = [
+                    score(f, at)[0] for (st, nz, at, _), f in zip(cases, ours, strict=True) if st == s and nz == noise
+                ]
+                row.append(f"{np.mean(hits):.2f}")
+            print(f"gatekeeper recall at noise {noise:.0%}: {', '.join(row)}")
+
+
+def speed(args: argparse.Namespace) -> None:
+    """``gatekeeper history changes`` over a sqlite store of 10,000 runs x 30 sampled metrics, end to end."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(args.db) if args.db else Path(tmp) / "history.db"
+        if not db.exists():
+            write_store(db, args)
+        size = db.stat().st_size / 1e6
+        env_vars = {**os.environ, "PYTHONPATH": str(ROOT)}
+        cmd = [
+            sys.executable,
+            "-m",
+            "gatekeeper",
+            "history",
+            "changes",
+            "--history",
+            f"sqlite:{db}",
+            "--format",
+            "json",
+        ]
+        t0 = time.perf_counter()
+        with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+            child = subprocess.Popen(cmd, stdout=out_file, stderr=err_file, env=env_vars)  # nosec B603
+            _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU time and peak memory
+            child.returncode = os.waitstatus_to_exitcode(status)
+            wall = time.perf_counter() - t0
+            out_file.seek(0)
+            err_file.seek(0)
+            stdout, stderr = out_file.read().decode(), err_file.read().decode()
+        cpu = usage.ru_utime + usage.ru_stime
+        if child.returncode != 0:
+            raise SystemExit(stderr)
+        out = json.loads(stdout)
+        at = sorted({c["index"] for c in out["changes"]})
+        print(
+            f"history changes over {out['runs']} runs ({size:.0f} MB store): {wall:.2f} s wall, {cpu:.2f} s CPU, "
+            f"peak RSS {usage.ru_maxrss / 1024:.0f} MB, load average {os.getloadavg()[0]:.1f}, "
+            f"{len(out['changes'])} changes found, at run indexes {at}"
+        )
+
+
+def write_store(db: Path, args: argparse.Namespace) -> None:
+    """``args.runs`` runs of ``args.metrics`` sampled metrics each (10 processes x 20 samples); every metric
+    3% slower from the middle run on."""
+    from gatekeeper.contract.stage_report import Environment, Metric, StageReport
+    from gatekeeper.history import RunInfo
+    from gatekeeper.history.sqlite import SqliteStore
+
+    rng = np.random.default_rng(args.seed)
+    store = SqliteStore(db, create=True)
+    env = Environment("2.5.1+rocm6.2", "3.11.7", "runner", "stable", "rocm", rocm_version="6.2.4", gfx_arch="gfx942")
+    t0 = time.perf_counter()
+    rows = []
+    for r in range(args.runs):
+        level = 10.0 * (1.03 if r >= args.runs // 2 else 1.0)
+        metrics = {
+            f"latency_ms.m{m}": Metric.of(
+                level, "ms", "lower", list(map(list, level * np.exp(rng.normal(0, 0.01, (10, 20)))))
+            )
+            for m in range(args.metrics)
+        }
+        report = StageReport("performance_baseline", "passed", "2026-01-01T00:00:00+00:00", 1.0, env, metrics,
+                             config={"model": "demo", "batch_size": 8})  # fmt: skip
+        rows.append((report, RunInfo("main", f"{r:040x}", str(r), "pass", f"2026-01-01T00:00:00.{r:06d}")))
+    store.save_many(rows)
+    print(f"wrote {args.runs} runs x {args.metrics} metrics in {time.perf_counter() - t0:.1f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--series", type=int, default=40, help="series per step size, and A/A series (default 40)")
+    parser.add_argument("--seed", type=int, default=2024)
+    parser.add_argument("--otava-python", help="a python with apache-otava installed (default: make a temp venv)")
+    parser.add_argument("--no-otava", action="store_true")
+    parser.add_argument("--by-noise", action="store_true", help="also print gatekeeper's recall per noise level")
+    parser.add_argument("--speed", action="store_true", help="time `history changes` instead")
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--metrics", type=int, default=30)
+    parser.add_argument("--db", help="with --speed: reuse (or keep) the store at this path")
+    args = parser.parse_args()
+    speed(args) if args.speed else accuracy(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Change points over a store's whole history, with what changed in the stack at each.
+
+Every recorded metric is a series per (stage, channel, device, configuration, branch): the runs of one
+model on one kind of GPU, oldest first. ``gatekeeper.stats.changepoint`` finds where each series moved;
+this module names the first run after each move (pipeline, commit, date) and the stack components that
+differ between the run before and that run: torch, ROCm/HIP/CUDA, MIOpen, RCCL, the driver, Python, the
+model configuration, gatekeeper's version and the job's image.
+
+A change is *confirmed* once a release manager moved the anchor to a run at or after it, or a release
+was recorded after it (``gatekeeper.history.anchor``); evaluate's ``history-change`` gate warns only
+about unconfirmed ones.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gatekeeper.history.sql import AnchorMark, SeriesRow
+from gatekeeper.stats.changepoint import ChangePoint, level_changes, median_levels
+
+__all__ = ["STACK", "Change", "find_changes", "group_key", "series_changes", "stack_diff", "stack_of"]
+
+# (label, where it is read): "env:" the stage report's environment, "extra:" its extra facts,
+# "stack:" what the recording job added, "config" the run's configuration
+STACK = (
+    ("torch", "env:torch_version"),
+    ("torch commit", "env:torch_git_hash"),
+    ("ROCm", "env:rocm_version"),
+    ("HIP", "env:hip_version"),
+    ("CUDA", "env:cuda_version"),
+    ("MIOpen", "extra:miopen_version"),
+    ("RCCL", "extra:rccl_version"),
+    ("NCCL", "extra:nccl_version"),
+    ("driver", "env:driver"),
+    ("Python", "env:python"),
+    ("model config", "config"),
+    ("gatekeeper", "stack:gatekeeper"),
+    ("image", "stack:image"),
+)
+_CONFIG_KEYS = ("model", "batch_size", "input_shape", "sweep")  # a different value: a different series
+
+
+@dataclass(frozen=True)
+class Change:
+    stage: str
+    metric: str
+    key: Mapping[str, Any]  # channel, device_kind, arch, branch, model: the series
+    point: ChangePoint
+    before: SeriesRow  # the last run before the change
+    first: SeriesRow  # the first run after it
+    runs: int  # runs in the series
+    stack: tuple[tuple[str, str | None, str | None], ...]  # (component, before, after), only those that differ
+    confirmed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "metric": self.metric,
+            **dict(self.key),
+            "index": self.point.index,
+            "runs": self.runs,
+            "change": self.point.change,
+            "ci": list(self.point.ci),
+            "p_value": self.point.p_value,
+            "before": self.point.before,
+            "after": self.point.after,
+            "first_run": _run(self.first),
+            "last_run_before": _run(self.before),
+            "stack_changes": [{"component": c, "before": a, "after": b} for c, a, b in self.stack],
+            "confirmed": self.confirmed,
+        }
+
+
+def _run(row: SeriesRow) -> dict[str, Any]:
+    return {
+        "run_id": row.row_id,
+        "pipeline_id": row.pipeline_id,
+        "commit": row.commit,
+        "ref": row.ref,
+        "recorded_at": row.recorded_at,
+    }
+
+
+def group_key(row: SeriesRow) -> tuple[Any, ...]:
+    config = tuple(json.dumps(row.config.get(k), sort_keys=True, default=str) for k in _CONFIG_KEYS)
+    return (row.stage, row.channel, row.device_kind, row.arch, row.ref, config, row.stack.get("project"))
+
+
+def stack_of(row: SeriesRow) -> dict[str, str | None]:
+    env = row.environment
+    extra = env.get("extra") if isinstance(env.get("extra"), Mapping) else {}
+    out: dict[str, str | None] = {}
+    for label, where in STACK:
+        kind, _, name = where.partition(":")
+        if kind == "env":
+            value = env.get(name)
+        elif kind == "extra":
+            value = extra.get(name)  # type: ignore[union-attr]
+        elif kind == "stack":
+            value = row.stack.get(name)
+        else:
+            value = json.dumps(row.config, sort_keys=True, default=str) if row.config else None
+        out[label] = None if value in (None, "") else str(value)
+    return out
+
+
+def stack_diff(before: SeriesRow, after: SeriesRow) -> tuple[tuple[str, str | None, str | None], ...]:
+    a, b = stack_of(before), stack_of(after)
+    out = []
+    for label, _ in STACK:
+        if a[label] == b[label]:
+            continue
+        if label == "model config":
+            for key in sorted(set(before.config) | set(after.config)):
+                if before.config.get(key) != after.config.get(key):
+                    out.append((f"config {key}", _text(before.config.get(key)), _text(after.config.get(key))))
+            continue
+        out.append((label, a[label], b[label]))
+    return tuple(out)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str) if not isinstance(value, str) else value
+
+
+def series_changes(
+    rows: Sequence[SeriesRow], metric: str, *, marks: Sequence[AnchorMark] = (), alpha: float = 0.01
+) -> list[Change]:
+    """The changes of ``metric`` in ``rows`` (one series, oldest first; rows without the metric are left out)."""
+    have = [r for r in rows if r.points.get(metric)]
+    if len(have) < 6:
+        return []
+    x, within = median_levels([r.points[metric] for r in have])
+    out = []
+    for cp in level_changes(x, within, alpha=alpha):
+        before, first = have[cp.index - 1], have[cp.index]
+        key = {
+            "channel": first.channel,
+            "device_kind": first.device_kind,
+            "arch": first.arch,
+            "branch": first.ref,
+            "model": first.model,
+        }
+        confirmed = _confirmed(first, have, marks)
+        out.append(Change(first.stage, metric, key, cp, before, first, len(have), stack_diff(before, first), confirmed))
+    return out
+
+
+def _confirmed(first: SeriesRow, rows: Sequence[SeriesRow], marks: Sequence[AnchorMark]) -> bool:
+    """A release recorded at or after the change, or an anchor set after it on the same channel and device."""
+    if any(r.tag and r.recorded_at >= first.recorded_at for r in rows):
+        return True
+    return any(
+        (m.channel, m.device_kind, m.arch) == (first.channel, first.device_kind, first.arch)
+        and m.set_at >= first.recorded_at
+        for m in marks
+    )
+
+
+def find_changes(
+    rows: Iterable[SeriesRow], *, metric: str | None = None, marks: Sequence[AnchorMark] = ()
+) -> list[Change]:
+    """Every change of every metric (or of those matching ``metric``: ``name``, ``stage.name`` or a glob)
+    in every series of ``rows`` (oldest first), oldest change first."""
+    groups: dict[tuple[Any, ...], list[SeriesRow]] = {}
+    for row in rows:
+        groups.setdefault(group_key(row), []).append(row)
+    out: list[Change] = []
+    for series in groups.values():
+        names = sorted({name for r in series for name in r.points})
+        for name in names:
+            if metric and not _matches(metric, series[0].stage, name):
+                continue
+            out += series_changes(series, name, marks=marks)
+    return sorted(out, key=lambda c: (c.first.recorded_at, c.stage, c.metric))
+
+
+def _matches(pattern: str, stage: str, name: str) -> bool:
+    return any(fnmatch.fnmatchcase(candidate, pattern) for candidate in (name, f"{stage}.{name}"))

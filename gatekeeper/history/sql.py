@@ -1,0 +1,397 @@
+"""What the SQL stores (``sqlite:`` and ``postgresql:``) share: the records, the queries, the anchors.
+
+A subclass gives the connection (``_connect``), a write transaction (``_transaction``), its placeholder
+style and its schema migrations; everything a record is, and every query, is written once here, so the
+two stores keep the same records and pass the same contract tests (tests/history/test_store_contract.py).
+
+Schema (version 2): ``results`` holds one row per stage result: the searchable columns, the stage report
+as JSON, ``points`` (each metric's per-process medians, what change detection reads without parsing
+reports), ``config`` (the run's configuration), ``stack`` (what the report does not say: gatekeeper's
+version, the job's image) and ``tag`` (set for a release pipeline). ``anchors`` holds every anchor a
+release manager set, with who and why; nothing else writes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gatekeeper.contract.stage_report import Environment, StageReport, utc_now
+from gatekeeper.core.errors import InputError
+from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, unusable
+
+__all__ = ["SCHEMA_VERSION", "AnchorMark", "SeriesRow", "SqlStore", "metric_points"]
+
+SCHEMA_VERSION = 2
+_SCAN = 500  # rows examined for a comparable baseline before giving up
+
+COLUMNS = (
+    "stage", "status", "channel", "device_kind", "arch", "rocm_version", "torch_version", "model", "ref",
+    "commit_sha", "pipeline_id", "verdict", "recorded_at", "fingerprint", "report", "tag", "stack", "points", "config",
+    "project",
+)  # fmt: skip
+_RECORD = "id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack, channel"
+_SERIES = (
+    "id, stage, channel, device_kind, arch, rocm_version, model, ref, tag, commit_sha, pipeline_id, verdict, "
+    "recorded_at, fingerprint, stack, points, config, CASE WHEN points IS NULL THEN report ELSE NULL END"
+)  # a report is read only for a row written before schema 2 had points
+
+
+@dataclass(frozen=True)
+class AnchorMark:
+    """An anchor set on purpose: the run every ``compare: anchor`` gate of that stack is measured against."""
+
+    id: int
+    run: str  # the store's id of a pinned record (sqlite:12) or a pipeline id
+    channel: str | None
+    device_kind: str | None
+    arch: str | None
+    set_by: str
+    reason: str
+    set_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class SeriesRow:
+    """One recorded stage result as change detection reads it: where it ran, when, and its metric points."""
+
+    row_id: int
+    stage: str
+    channel: str | None
+    device_kind: str | None
+    arch: str | None
+    rocm_version: str | None
+    model: str | None
+    ref: str | None
+    tag: str | None
+    commit: str | None
+    pipeline_id: str | None
+    verdict: str | None
+    recorded_at: str
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    stack: Mapping[str, Any] = field(default_factory=dict)
+    points: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    def info(self, store: str) -> RunInfo:
+        return RunInfo(
+            self.ref, self.commit, self.pipeline_id, self.verdict, self.recorded_at, f"{store}:{self.row_id}", self.tag
+        )
+
+
+def metric_points(report: StageReport) -> dict[str, list[float]]:
+    """Each metric's per-process medians (a metric without samples: its value), finite and positive only."""
+    import statistics
+
+    out: dict[str, list[float]] = {}
+    for name, m in report.metrics.items():
+        if m.samples:
+            values = [statistics.median(g) for g in m.samples if g]
+        elif m.value is not None:
+            values = [float(m.value)]
+        else:
+            continue
+        values = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v) and v > 0]
+        if values:
+            out[name] = values
+    return out
+
+
+class SqlStore(BaselineStore):
+    """The queries of every SQL store. Subclasses set ``label`` and implement the four hooks below."""
+
+    label = "sql"  # the spec prefix, used in run ids: sqlite:12
+    placeholder = "?"
+    # The repository (CI_PROJECT_PATH) a shared store is read for: its records, and those recorded without
+    # one; None (outside CI) reads every record. A record keeps the project that recorded it.
+    project: str | None = None
+    why_missing = ""  # why the last latest_record() returned None
+    skipped: list[str]  # records the last latest_record() could not use
+
+    # -- hooks -------------------------------------------------------------------------------------------
+    def _connect(self) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _transaction(self, conn: Any) -> contextlib.AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def where(self) -> str:
+        """The store as a user named it, for messages (never a password)."""
+        raise NotImplementedError
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    def _sql(self, text: str) -> str:
+        return text if self.placeholder == "?" else text.replace("?", self.placeholder)
+
+    def _rows(self, query: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+        with self._connect() as conn:
+            return list(conn.execute(self._sql(query), list(args)).fetchall())
+
+    def _scope(self, conds: list[str], args: list[object]) -> None:
+        if self.project:
+            conds.append("(project IS NULL OR project = ?)")
+            args.append(self.project)
+
+    @staticmethod
+    def _eq(column: str, value: object, args: list[object]) -> str:
+        if value is None:
+            return f"{column} IS NULL"
+        args.append(value)
+        return f"{column} = ?"
+
+    # -- writing -----------------------------------------------------------------------------------------
+    def save(self, report: StageReport, info: RunInfo) -> None:
+        self.save_many([(report, info)])
+
+    def save_many(self, records: Iterable[tuple[StageReport, RunInfo]]) -> int:
+        """Insert every record in one transaction; returns how many."""
+        rows = [self._row(report, info) for report, info in records]
+        if not rows:
+            return 0
+        marks = ", ".join("?" for _ in COLUMNS)
+        insert = self._sql(f"INSERT INTO results ({', '.join(COLUMNS)}) VALUES ({marks})")  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        with self._connect() as conn, self._transaction(conn):
+            for row in rows:
+                conn.execute(insert, row)
+        return len(rows)
+
+    def _row(self, report: StageReport, info: RunInfo) -> tuple[Any, ...]:
+        env = report.environment
+        project = (info.stack or {}).get("project") or self.project
+        return (
+            report.stage, report.status, env.channel, env.device_kind, env.arch, env.rocm_version, env.torch_version,
+            report.config.get("model"), info.ref, info.commit, info.pipeline_id, info.verdict,
+            info.recorded_at or utc_now(), json.dumps(env.to_dict(), sort_keys=True), json.dumps(report.to_dict()),
+            info.tag, json.dumps(dict(info.stack or {}), sort_keys=True), json.dumps(metric_points(report)),
+            json.dumps(dict(report.config), sort_keys=True, default=str), project,
+        )  # fmt: skip
+
+    # -- baselines ---------------------------------------------------------------------------------------
+    def latest_record(
+        self, stage: str, like: StageReport, *, branch: str | None = None
+    ) -> tuple[RunInfo, StageReport] | None:
+        env = like.environment
+        args: list[object] = [stage]
+        conds = ["stage = ?", "status = 'passed'", "(verdict IS NULL OR verdict IN (?, ?))"]
+        args += list(BASELINE_VERDICTS)
+        for column, value in (("channel", env.channel), ("device_kind", env.device_kind), ("arch", env.arch)):
+            conds.append(self._eq(column, value, args))
+        if branch:
+            conds.append("ref = ?")
+            args.append(branch)
+        self._scope(conds, args)
+        where = " AND ".join(conds)
+        query = f"SELECT {_RECORD} FROM results WHERE {where} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        rows = self._rows(query, [*args, _SCAN])
+        device = env.device_kind if env.arch in (None, env.device_kind) else f"{env.device_kind} {env.arch}"
+        on = f", branch {branch}" if branch else ""
+        self.why_missing = (
+            f"no passed {stage} result on {device} ({env.channel} channel{on}, verdict pass or warn) in "
+            f"{self.where()} yet (first run of this branch or device)"
+        )
+        self.skipped = []
+        found, reasons = first_comparable(self._usable(rows), like)
+        if found is not None:
+            self.why_missing = ""
+        elif reasons:
+            self.why_missing = reasons[0]  # the newest candidate's reason, as the GitLab store reports
+        return found
+
+    def _usable(self, rows: Iterable[Sequence[Any]], *, baseline: bool = True) -> Iterator[tuple[RunInfo, StageReport]]:
+        """The rows that parse (and, for a ``baseline``, hold only usable numbers), read one at a time;
+        the others are named in ``skipped``."""
+        for row_id, ref, commit, pipeline, verdict, at, text, tag, stack, channel in rows:
+            info = RunInfo(ref, commit, pipeline, verdict, at, f"{self.label}:{row_id}", tag, _json(stack) or None)
+            report = self._parse(text, info, baseline=baseline, channel=channel)
+            if report is not None:
+                yield info, report
+
+    def _parse(
+        self, text: Any, info: RunInfo, *, baseline: bool = True, channel: str | None = None
+    ) -> StageReport | None:
+        """The stored report, or None with the reason in ``skipped``: it does not parse, (for a baseline) it
+        holds unusable numbers, or it names another channel than the row it was found by (never obeyed)."""
+        try:
+            doc = json.loads(text)
+        except (TypeError, ValueError):
+            doc = None
+        problem = unusable(doc) if baseline else None
+        if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
+            problem = problem or "not a stage result"
+        elif channel is not None:
+            problem = problem or _contradiction(doc, channel)
+        if problem:
+            what = "baseline record" if baseline else "record"
+            self.skipped.append(f"{what} {info.describe()} in {self.where()} skipped: {problem}")
+            return None
+        try:
+            return StageReport.from_dict(doc)
+        except (TypeError, KeyError, ValueError, AttributeError) as err:
+            self.skipped.append(f"record {info.describe()} in {self.where()} skipped: {type(err).__name__}: {err}")
+            return None
+
+    def history(
+        self, stage: str, *, channel: str | None = None, limit: int = 50
+    ) -> Sequence[tuple[RunInfo, StageReport]]:
+        args: list[object] = [stage]
+        conds = ["stage = ?"]
+        if channel:
+            conds.append("channel = ?")
+            args.append(channel)
+        self._scope(conds, args)
+        query = f"SELECT {_RECORD} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        self.skipped = []
+        return list(self._usable(self._rows(query, [*args, int(limit)]), baseline=False))
+
+    # -- whole-history reads (changes, export) ------------------------------------------------------------
+    def series(
+        self,
+        *,
+        stage: str | None = None,
+        channel: str | None = None,
+        since: str | None = None,
+        device: tuple[str | None, str | None] | None = None,
+        newest: int | None = None,
+    ) -> list[SeriesRow]:
+        """Every passed stage result, oldest first, as change detection reads it (no report is parsed
+        unless the row predates the ``points`` column); ``device`` (kind, arch) narrows it, ``newest``
+        keeps only that many of the newest."""
+        conds: list[str] = ["status = 'passed'"]
+        args: list[object] = []
+        for column, value in (("stage", stage), ("channel", channel)):
+            if value:
+                conds.append(f"{column} = ?")
+                args.append(value)
+        if device is not None:
+            conds += [self._eq("device_kind", device[0], args), self._eq("arch", device[1], args)]
+        if since:
+            conds.append("recorded_at >= ?")
+            args.append(since)
+        self._scope(conds, args)
+        query = f"SELECT {_SERIES} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        if newest is not None:
+            query += " LIMIT ?"
+            args.append(int(newest))
+        out = []
+        for row in reversed(self._rows(query, args)):
+            rid, st, ch, kind, arch, rocm, model, ref, tag, commit, pipeline, verdict, at, env, stack, pts, cfg, rep = (
+                row
+            )
+            points, config = _json(pts), _json(cfg)
+            if not points:  # a row written before schema 2: read its report once
+                parsed = self._parse(rep, RunInfo(ref, commit, pipeline, verdict, at, f"{self.label}:{rid}"))
+                if parsed is None:
+                    continue
+                points, config = metric_points(parsed), dict(parsed.config)
+            out.append(
+                SeriesRow(
+                    rid,
+                    st,
+                    ch,
+                    kind,
+                    arch,
+                    rocm,
+                    model,
+                    ref,
+                    tag,
+                    commit,
+                    pipeline,
+                    verdict,
+                    at,
+                    _json(env),
+                    _json(stack),
+                    points,
+                    config,
+                )
+            )
+        return out
+
+    def records(self) -> Iterator[tuple[RunInfo, StageReport]]:
+        """Every stored record, oldest first, with all it was recorded with (for ``history export``)."""
+        query = f"SELECT {_RECORD} FROM results ORDER BY recorded_at, id"  # noqa: S608 - constant column names  # nosec B608
+        self.skipped = []
+        yield from self._usable(self._rows(query, []), baseline=False)
+
+    def run(self, run: str) -> list[tuple[RunInfo, StageReport]]:
+        """The records of one run: ``LABEL:ID`` (one stage result) or a pipeline id (all its stages)."""
+        prefix, _, number = run.partition(":")
+        cols = _RECORD
+        conds: list[str] = []
+        args: list[object] = []
+        if prefix in ("sqlite", "postgresql", "postgres") and number.isdigit():
+            conds.append("id = ?")
+            args.append(int(number))
+        else:
+            conds.append("pipeline_id = ?")
+            args.append(run)
+        self._scope(conds, args)
+        query = f"SELECT {cols} FROM results WHERE {' AND '.join(conds)} ORDER BY id"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        rows = self._rows(query, args)
+        self.skipped = []
+        return list(self._usable(rows))
+
+    # -- anchors -----------------------------------------------------------------------------------------
+    def anchors(self) -> list[AnchorMark]:
+        """Every anchor ever set, newest first."""
+        conds: list[str] = ["1 = 1"]
+        args: list[object] = []
+        self._scope(conds, args)
+        query = "SELECT id, run, channel, device_kind, arch, set_by, reason, set_at FROM anchors "
+        query += f"WHERE {' AND '.join(conds)} ORDER BY set_at DESC, id DESC"
+        return [AnchorMark(*row) for row in self._rows(query, args)]
+
+    def set_anchor(self, run: str, *, by: str, reason: str, at: str | None = None) -> AnchorMark:
+        """Pin ``run`` as the anchor of its channel and device from now on; the records must exist."""
+        if not by.strip() or not reason.strip():
+            raise InputError(
+                None, "--by/--reason", "an anchor needs who sets it and why", "pass --by NAME --reason TEXT"
+            )
+        records = self.run(run)
+        if not records:
+            raise InputError(
+                None, "--set", f"no run {run!r} in {self.where()}",
+                f"name a pipeline id or a record id ({self.label}:N) that 'gatekeeper history export' lists",
+            )  # fmt: skip
+        env = records[0][1].environment
+        project = (records[0][0].stack or {}).get("project") or self.project
+        when = at or utc_now()
+        insert = (
+            "INSERT INTO anchors (run, channel, device_kind, arch, set_by, reason, set_at, project) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        with self._connect() as conn, self._transaction(conn):
+            conn.execute(self._sql(insert), [run, env.channel, env.device_kind, env.arch, by, reason, when, project])
+        return next(a for a in self.anchors() if a.run == run and a.set_at == when)
+
+    def anchor_records(self, mark: AnchorMark) -> list[tuple[RunInfo, StageReport]]:
+        return self.run(mark.run)
+
+
+def _contradiction(doc: dict[str, Any], channel: str) -> str | None:
+    """A record whose stored report names another channel than the row it was found by is never obeyed."""
+    env = doc.get("environment")
+    claimed = env.get("channel") if isinstance(env, dict) else None
+    if claimed != channel:
+        return f"filed under channel {channel!r}, its stored report says {claimed!r}"
+    return None
+
+
+def _json(text: Any) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def environment_of(row: SeriesRow) -> Environment:
+    return Environment.from_dict(row.environment) if row.environment else Environment(None, "", "")

@@ -1,0 +1,234 @@
+"""Moving records between stores, and keeping them when a store cannot be reached.
+
+``export_records``/``import_records``: a store's records (and the anchors set in it) to a JSON Lines file
+and back, or straight from one store into another (``sqlite:`` to ``postgresql://`` when a team moves to a
+shared database). An import checks every line before it writes one, and writes them in one transaction:
+a file with a line that does not parse imports nothing and names the line.
+
+``record``: what ``evaluate --record`` does. It tries the store, tries once more, and when the store
+still cannot be reached it writes the run's records to a spool file (the same JSON Lines format) and
+says how to import them later: nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gatekeeper.contract.stage_report import StageReport
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
+from gatekeeper.history import open_store
+from gatekeeper.history.baseline import BaselineStore, RunInfo, unusable
+from gatekeeper.history.sql import SqlStore
+
+__all__ = ["RECORD_SCHEMA", "Transfer", "export_records", "import_records", "read_records", "record", "store_name"]
+
+RECORD_SCHEMA = "gatekeeper.history-record/v1"
+ANCHOR_SCHEMA = "gatekeeper.history-anchor/v1"
+_MAX_LINE = 64 * 1024 * 1024  # one stage report with every sample of a long soak
+
+
+@dataclass(frozen=True)
+class Transfer:
+    records: int
+    anchors: int
+    skipped: tuple[str, ...] = ()
+
+
+def store_name(spec: str) -> str:
+    """The spec as messages may show it (a password in a URL replaced by ***)."""
+    from gatekeeper.history.postgres import redact_url
+
+    return redact_url(spec)
+
+
+def _line(info: RunInfo, report: StageReport) -> str:
+    record = {k: v for k, v in info.to_dict().items() if k != "run_id" and v is not None}
+    return json.dumps({"schema": RECORD_SCHEMA, "info": record, "report": report.to_dict()}, sort_keys=True)
+
+
+def export_records(spec: str, out: Path) -> Transfer:
+    """Every record of ``spec`` (oldest first) and every anchor set in it, as JSON Lines in ``out``."""
+    store = open_store(spec)
+    if not isinstance(store, SqlStore):
+        raise InputError(
+            None, "--history", f"{store_name(spec)} cannot be exported", "export a sqlite: or postgresql: store"
+        )
+    pipelines: dict[str, str | None] = {}
+    lines = []
+    for info, report in store.records():
+        lines.append(_line(info, report))
+        pipelines[info.run_id or ""] = info.pipeline_id
+    anchors = 0
+    skipped = list(getattr(store, "skipped", ()))
+    for mark in reversed(store.anchors()):
+        run = pipelines.get(mark.run, mark.run) if ":" in mark.run else mark.run
+        if run is None:
+            skipped.append(
+                f"anchor {mark.run} (set by {mark.set_by}) names a record without a pipeline id: not exported"
+            )
+            continue
+        doc = {**mark.to_dict(), "run": run, "schema": ANCHOR_SCHEMA}
+        doc.pop("id", None)
+        lines.append(json.dumps(doc, sort_keys=True))
+        anchors += 1
+    files.atomic_write(out, "".join(line + "\n" for line in lines))
+    return Transfer(len(lines) - anchors, anchors, tuple(skipped))
+
+
+def read_records(path: Path) -> tuple[list[tuple[StageReport, RunInfo]], list[dict[str, Any]]]:
+    """The records and anchors of an export or spool file; the first line that does not parse is an input
+    error naming it (nothing is returned, so nothing is half imported)."""
+    if not Path(path).is_file():
+        raise InputError(
+            path, "", "no such export or spool file", "pass a file 'gatekeeper history export' or a spool wrote"
+        )
+    records: list[tuple[StageReport, RunInfo]] = []
+    anchors: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8", errors="strict") as fh:
+        for number, text in enumerate(_lines(fh, path), start=1):
+            if not text.strip():
+                continue
+            doc = _parse_line(text, path, number)
+            if doc.get("schema") == ANCHOR_SCHEMA:
+                anchors.append(_anchor(doc, path, number))
+            else:
+                records.append(_record(doc, path, number))
+    return records, anchors
+
+
+def _lines(fh: Any, path: Path) -> Iterator[str]:
+    number = 0
+    while True:
+        text = fh.readline(_MAX_LINE + 1)
+        if not text:
+            return
+        number += 1
+        if len(text) > _MAX_LINE:
+            raise InputError(path, f"line {number}", f"longer than {_MAX_LINE} characters", "is this an export file?")
+        yield text
+
+
+def _parse_line(text: str, path: Path, number: int) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as err:
+        raise InputError(
+            path, f"line {number}", f"not a JSON record: {err}", "fix or remove that line, then import again"
+        ) from None
+    if not isinstance(doc, dict):
+        raise InputError(path, f"line {number}", "a record must be a JSON object", "fix or remove that line")
+    schema = doc.get("schema")
+    if (
+        isinstance(schema, str)
+        and schema.startswith("gatekeeper.history-")
+        and schema not in (RECORD_SCHEMA, ANCHOR_SCHEMA)
+    ):
+        raise InputError(
+            path, f"line {number}", f"written by a newer gatekeeper ({schema})", "upgrade gatekeeper to import it"
+        )
+    if schema not in (RECORD_SCHEMA, ANCHOR_SCHEMA):
+        raise InputError(
+            path, f"line {number}", f"not a {RECORD_SCHEMA} line", "pass a file 'gatekeeper history export' wrote"
+        )
+    return doc
+
+
+def _record(doc: Mapping[str, Any], path: Path, number: int) -> tuple[StageReport, RunInfo]:
+    info_doc = doc.get("info")
+    problem = unusable(doc.get("report")) or ("no info object" if not isinstance(info_doc, dict) else None)
+    if problem:
+        raise InputError(path, f"line {number}", f"not a usable record: {problem}", "fix or remove that line")
+    assert isinstance(info_doc, dict)  # narrowed above  # nosec B101
+    fields = {k: v for k, v in info_doc.items() if k in RunInfo.__dataclass_fields__ and k != "run_id"}
+    try:
+        return StageReport.from_dict(doc["report"]), RunInfo(**fields)
+    except (TypeError, KeyError, ValueError, AttributeError) as err:
+        raise InputError(path, f"line {number}", f"not a usable record: {err}", "fix or remove that line") from None
+
+
+def _anchor(doc: Mapping[str, Any], path: Path, number: int) -> dict[str, Any]:
+    needed = ("run", "set_by", "reason", "set_at")
+    if not all(isinstance(doc.get(k), str) and doc.get(k) for k in needed):
+        raise InputError(path, f"line {number}", f"an anchor needs {', '.join(needed)}", "fix or remove that line")
+    return {k: doc[k] for k in needed}
+
+
+def import_records(source: str, into: str) -> Transfer:
+    """Records (and anchors) from an export/spool file or another store into the store ``into``."""
+    if Path(source).is_file() or source.endswith(".jsonl"):
+        records, anchors = read_records(Path(source))
+        skipped: list[str] = []
+    else:
+        src = open_store(source)
+        if not isinstance(src, SqlStore):
+            raise InputError(
+                None,
+                "--from",
+                f"{store_name(source)} cannot be exported",
+                "import from a sqlite: or postgresql: store or a file",
+            )
+        records = [(report, info) for info, report in src.records()]
+        pipelines = {info.run_id: info.pipeline_id for report, info in records}
+        records = [(report, _portable(info)) for report, info in records]
+        anchors = []
+        skipped = list(getattr(src, "skipped", ()))
+        for mark in reversed(src.anchors()):
+            run = pipelines.get(mark.run, mark.run) if ":" in mark.run else mark.run
+            if run:
+                anchors.append({"run": run, "set_by": mark.set_by, "reason": mark.reason, "set_at": mark.set_at})
+    dst = open_store(into, create=True)
+    if not isinstance(dst, SqlStore):
+        raise InputError(
+            None, "--into", f"{store_name(into)} cannot take an import", "import into a sqlite: or postgresql: store"
+        )
+    written = dst.save_many(records)
+    for anchor in anchors:
+        dst.set_anchor(anchor["run"], by=anchor["set_by"], reason=anchor["reason"], at=anchor["set_at"])
+    return Transfer(written, len(anchors), tuple(skipped))
+
+
+def _portable(info: RunInfo) -> RunInfo:
+    from dataclasses import replace
+
+    return replace(info, run_id=None)
+
+
+def record(
+    spec: str,
+    records: Sequence[tuple[StageReport, RunInfo]],
+    *,
+    spool: Path,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Save ``records`` into ``spec``; on failure try once more, then spool them to ``spool`` and raise an
+    input error that names the store, the spool file and the import that recovers them."""
+    problem = ""
+    for _attempt in range(2):
+        try:
+            store = open_store(spec, environ, create=True)
+            _save_all(store, records)
+            return
+        except InputError as err:
+            problem = err.line()
+    lines = "".join(_line(info, report) + "\n" for report, info in records)
+    existing = spool.read_text(encoding="utf-8") if spool.is_file() else ""
+    files.atomic_write(spool, existing + lines)
+    raise InputError(
+        store_name(spec),
+        "",
+        f"could not record this run (tried twice: {problem}); its {len(records)} records are spooled in {spool}",
+        f"once the store is back: gatekeeper history import --from {spool} --into {store_name(spec)}",
+    )
+
+
+def _save_all(store: BaselineStore, records: Iterable[tuple[StageReport, RunInfo]]) -> None:
+    if isinstance(store, SqlStore):
+        store.save_many(records)
+        return
+    for report, info in records:
+        store.save(report, info)

@@ -1,0 +1,123 @@
+"""``gatekeeper history changes``: a 2.5% step that entered with a torch upgrade after night 6 is named at
+the right run, with the stack difference; evaluate's history-change gate warns about it until a release
+manager confirms it by moving the anchor."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gatekeeper.cli import main
+from gatekeeper.contract.stage_report import Metric, StageReport, write_stage
+from gatekeeper.evaluate.gates import default_gates_path
+from gatekeeper.evaluate.run import run_evaluate
+from gatekeeper.history import RunInfo
+from gatekeeper.history.sqlite import SqliteStore
+from tests.support.builders import env, report
+
+
+def _perf(level: float, rng: np.random.Generator, torch: str = "2.5.1+rocm6.2") -> StageReport:
+    samples = [list(level * np.exp(rng.normal(0, 0.01)) * np.exp(rng.normal(0, 0.01, 20))) for _ in range(10)]
+    return report(
+        "performance_baseline",
+        metrics={
+            "latency_ms": Metric.of(float(np.median(np.concatenate(samples))), "ms", "lower", samples),
+            "throughput_cv": Metric.of(0.01, "ratio", "lower"),
+        },
+        environment=env(torch_version=torch),
+    )
+
+
+def _night(night: int) -> RunInfo:
+    return RunInfo(
+        "main", f"{night:040x}", str(1000 + night), "pass", f"2026-11-{night:02d}T02:00:00+00:00",
+        stack={"gatekeeper": "0.9.0", "image": "registry.example.invalid/rocm:6.2"},
+    )  # fmt: skip
+
+
+def _store(tmp_path: Path, nights: int = 12) -> Path:
+    db = tmp_path / "history.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(3)
+    for night in range(1, nights + 1):
+        upgraded = night > 6
+        perf = _perf(10.0 * (1.025 if upgraded else 1.0), rng, "2.6.0+rocm6.2" if upgraded else "2.5.1+rocm6.2")
+        store.save(perf, _night(night))
+    return db
+
+
+def test_a_step_after_night_six_is_named_at_the_right_run_with_the_stack_difference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _store(tmp_path)
+    code = main(["history", "changes", "--history", f"sqlite:{db}", "--metric", "latency_ms", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["runs"] == 12
+    [change] = out["changes"]
+    assert change["index"] == 6  # the seventh run, the first after the step
+    assert change["first_run"]["pipeline_id"] == "1007"
+    assert change["first_run"]["commit"] == f"{7:040x}"
+    assert change["last_run_before"]["pipeline_id"] == "1006"
+    assert 0.015 < change["change"] < 0.035
+    assert change["ci"][0] > 0
+    assert change["p_value"] <= 0.01
+    assert {"component": "torch", "before": "2.5.1+rocm6.2", "after": "2.6.0+rocm6.2"} in change["stack_changes"]
+    assert [s["component"] for s in change["stack_changes"]] == ["torch"]  # nothing else moved
+    assert not change["confirmed"]
+    main(["history", "changes", "--history", f"sqlite:{db}", "--format", "md"])
+    md = capsys.readouterr().out
+    assert "| performance_baseline.latency_ms | +2." in md
+    assert "torch 2.5.1+rocm6.2 -> 2.6.0+rocm6.2" in md
+    main(["history", "changes", "--history", f"sqlite:{db}"])
+    table = capsys.readouterr().out
+    assert "at run 7 of 12" in table
+    assert "first run after: pipeline 1007" in table
+
+
+def test_an_a_a_history_has_no_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "h.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(4)
+    for night in range(1, 13):
+        store.save(_perf(10.0, rng), _night(night))
+    assert main(["history", "changes", "--history", f"sqlite:{db}", "--metric", "latency_ms"]) == 0
+    assert capsys.readouterr().out == "no change point in 12 recorded runs\n"
+
+
+def test_the_history_change_gate_warns_until_the_anchor_moves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _store(tmp_path, nights=10)
+    artifacts = tmp_path / "night-11"
+    write_stage(_perf(10.25, np.random.default_rng(11), "2.6.0+rocm6.2"), artifacts)
+    environ = {"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_REF_NAME": "main", "CI_DEFAULT_BRANCH": "main"}
+
+    def gate() -> object:
+        verdict = run_evaluate(
+            artifacts=artifacts, gates_path=default_gates_path(cwd=Path("/nonexistent-dir")), out=artifacts,
+            baseline=f"sqlite:{db}", environ=environ, not_selected=frozenset({"verify_hip", "functional_test",
+            "compatibility_check"}),
+        )  # fmt: skip
+        return next(g for g in verdict.gates if g.name == "history-change")
+
+    warned = gate()
+    assert warned.outcome.value == "fail"
+    assert warned.severity == "advisory"
+    assert not warned.blocking
+    assert "at run 7 of the last 11" in warned.reason
+    assert "pipeline 1007" in warned.reason
+    assert "torch 2.5.1+rocm6.2 -> 2.6.0+rocm6.2" in warned.reason
+    assert (
+        main(
+            ["history", "anchor", "--history", f"sqlite:{db}", "--set", "1010", "--by", "ann", "--reason", "torch 2.6"]
+        )
+        == 0
+    )
+    assert "anchor set: run 1010" in capsys.readouterr().out
+    assert gate().outcome.value == "pass"  # confirmed: the release manager moved the anchor past it
+    assert main(["history", "anchor", "--history", f"sqlite:{db}"]) == 0
+    assert "run 1010 (stable, rocm gfx90a): set by ann on" in capsys.readouterr().out

@@ -1,0 +1,302 @@
+"""The contract every SQL history store keeps, run against sqlite: and against a real PostgreSQL server
+(tests/support/postgres.py): the same records, baselines, anchors, series, schema versions, migrations,
+export and import, and no record lost under concurrent writers."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import textwrap
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from gatekeeper.contract.stage_report import Environment, Metric, StageReport
+from gatekeeper.core import proc
+from gatekeeper.core.errors import InputError
+from gatekeeper.history import RunInfo, open_store
+from gatekeeper.history.sql import SqlStore
+from gatekeeper.history.transfer import export_records, import_records
+from tests.support.postgres import PASSWORD, Server, new_database
+
+ROOT = Path(__file__).resolve().parents[2]
+KINDS = ["sqlite", "postgresql"]
+
+
+def _report(value: float, *, arch: str = "gfx942", model: str = "demo", channel: str = "stable") -> StageReport:
+    env = Environment("2.5.0", "3.11", "runner", channel, "rocm", rocm_version="6.3.1", gfx_arch=arch)
+    metrics = {"latency_ms": Metric.of(value, "ms", "lower", [[value, value * 1.01]] * 3)}
+    return StageReport("performance_baseline", "passed", "2026-01-01T00:00:00+00:00", 1.0, env, metrics,
+                       config={"model": model, "batch_size": 8})  # fmt: skip
+
+
+@pytest.fixture
+def spec_of(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], str]:
+    """kind -> the spec of a new, empty store of that kind."""
+
+    def make(kind: str) -> str:
+        if kind == "sqlite":
+            return f"sqlite:{tmp_path / f'{len(list(tmp_path.iterdir()))}' / 'history.db'}"
+        server: Server = request.getfixturevalue("postgres_server")
+        monkeypatch.setenv("PGPASSWORD", PASSWORD)  # as a CI job gets it: a masked variable, not in the spec
+        return server.url(new_database(server))
+
+    return make
+
+
+@pytest.fixture(params=KINDS)
+def spec(request: pytest.FixtureRequest, spec_of: Callable[[str], str]) -> str:
+    return spec_of(request.param)
+
+
+def _open(spec: str) -> SqlStore:
+    store = open_store(spec, create=True)
+    assert isinstance(store, SqlStore)
+    return store
+
+
+def _execute(spec: str, sql: str, args: list[object] | None = None) -> None:
+    """Change the database behind the store's back (a corrupt row, an old or newer schema)."""
+    if spec.startswith("sqlite:"):
+        conn = sqlite3.connect(spec.removeprefix("sqlite:"))
+        conn.execute(sql, args or [])
+        conn.commit()
+        conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(spec, autocommit=True) as conn:
+        conn.execute(sql.replace("?", "%s"), args or [])
+
+
+def test_latest_is_the_newest_comparable_result(spec: str) -> None:
+    store = _open(spec)
+    like = _report(1.0)
+    assert store.latest("performance_baseline", like) is None
+    store.save(_report(10.0), RunInfo("main", "aaa", "1", "pass", "2026-01-01T00:00:00+00:00"))
+    store.save(_report(11.0), RunInfo("main", "bbb", "2", "pass", "2026-01-02T00:00:00+00:00"))
+    store.save(_report(99.0, arch="gfx90a"), RunInfo("main", "ccc", "3", "pass", "2026-01-03T00:00:00+00:00"))
+    store.save(_report(98.0, model="other"), RunInfo("main", "ddd", "4", "pass", "2026-01-04T00:00:00+00:00"))
+    store.save(_report(97.0), RunInfo("main", "eee", "5", "blocked", "2026-01-05T00:00:00+00:00"))
+    got = store.latest_record("performance_baseline", like)
+    assert got is not None
+    assert got[1].metrics["latency_ms"].value == 11.0
+    assert got[0].commit == "bbb"
+    assert got[0].run_id.startswith(f"{spec.split(':', maxsplit=1)[0]}:")
+    assert len(got[1].metrics["latency_ms"].samples) == 3  # process grouping survives the store
+    assert store.latest("performance_baseline", _report(1.0, arch="gfx1100")) is None  # never compared silently
+    assert "no passed performance_baseline result on rocm gfx1100" in store.why_missing
+    assert store.latest("performance_baseline", _report(1.0, model="third")) is None
+    assert store.why_missing == "baseline used model='other', this run model='third'"  # the newest one's reason
+    assert store.latest_record("performance_baseline", like, branch="feature") is None
+
+
+def test_failed_runs_are_never_a_baseline(spec: str) -> None:
+    store = _open(spec)
+    good, bad = _report(10.0), _report(50.0)
+    store.save(good, RunInfo(recorded_at="2026-01-01T00:00:00+00:00"))
+    store.save(StageReport(**{**bad.__dict__, "status": "failed"}), RunInfo(recorded_at="2026-01-02T00:00:00+00:00"))
+    assert store.latest("performance_baseline", good).metrics["latency_ms"].value == 10.0
+
+
+def test_history_newest_first_with_channel_filter(spec: str) -> None:
+    store = _open(spec)
+    for i, channel in enumerate(["stable", "nightly", "stable"]):
+        info = RunInfo("main", f"c{i}", str(i), "pass", f"2026-01-0{i + 1}", tag="v1.0" if i == 2 else None)
+        store.save(_report(float(i + 1), channel=channel), info)
+    hist = store.history("performance_baseline")
+    assert [info.commit for info, _ in hist] == ["c2", "c1", "c0"]
+    assert hist[0][0].tag == "v1.0"
+    nightly = store.history("performance_baseline", channel="nightly")
+    assert [info.pipeline_id for info, _ in nightly] == ["1"]
+    assert nightly[0][1].environment.channel == "nightly"
+    assert len(store.history("performance_baseline", limit=1)) == 1
+
+
+def test_a_record_that_does_not_parse_is_skipped_with_a_warning(spec: str) -> None:
+    store = _open(spec)
+    store.save(_report(10.0), RunInfo("main", "good", "1", "pass", "2026-01-01T00:00:00+00:00"))
+    store.save(_report(12.0), RunInfo("main", "bad", "2", "pass", "2026-01-02T00:00:00+00:00"))
+    _execute(spec, "UPDATE results SET report = ? WHERE commit_sha = ?", ['{"stage": "perf", "metr', "bad"])
+    got = store.latest_record("performance_baseline", _report(1.0))
+    assert got is not None
+    assert got[0].commit == "good"
+    assert len(store.skipped) == 1
+    assert "commit bad" in store.skipped[0]
+    assert "not a stage result" in store.skipped[0]
+    assert [i.commit for i, _ in store.history("performance_baseline")] == ["good"]
+
+
+def test_anchors_are_recorded_with_who_and_why_and_need_a_run(spec: str) -> None:
+    store = _open(spec)
+    store.save(_report(10.0), RunInfo("main", "aaa", "41", "pass", "2026-01-01T00:00:00+00:00"))
+    with pytest.raises(InputError, match="no run '42'"):
+        store.set_anchor("42", by="ann", reason="x")
+    with pytest.raises(InputError, match="needs who sets it and why"):
+        store.set_anchor("41", by="", reason="x")
+    mark = store.set_anchor("41", by="ann", reason="new kernel accepted", at="2026-01-02T00:00:00+00:00")
+    assert (mark.run, mark.channel, mark.device_kind, mark.arch) == ("41", "stable", "rocm", "gfx942")
+    assert [(a.set_by, a.reason) for a in store.anchors()] == [("ann", "new kernel accepted")]
+    assert [r.stage for _, r in store.anchor_records(mark)] == ["performance_baseline"]
+
+
+def test_series_keeps_per_process_medians_and_the_stack(spec: str) -> None:
+    store = _open(spec)
+    info = RunInfo("main", "aaa", "1", "pass", "2026-01-01T00:00:00+00:00", stack={"gatekeeper": "1.2", "image": "i"})
+    store.save(_report(10.0), info)
+    [row] = store.series(stage="performance_baseline")
+    assert row.points["latency_ms"] == pytest.approx([10.05, 10.05, 10.05])
+    assert row.stack == {"gatekeeper": "1.2", "image": "i"}
+    assert row.config == {"batch_size": 8, "model": "demo"}
+    assert row.environment["torch_version"] == "2.5.0"
+    assert store.series(channel="nightly") == []
+    assert store.series(since="2026-02-01") == []
+
+
+@pytest.mark.parametrize(("source", "target"), [("sqlite", "postgresql"), ("postgresql", "sqlite")])
+def test_export_and_import_move_every_record_and_anchor(
+    source: str, target: str, spec_of: Callable[[str], str], tmp_path: Path
+) -> None:
+    src = spec_of(source)
+    store = _open(src)
+    for i in range(3):
+        info = RunInfo("main", f"c{i}", str(i), "pass", f"2026-01-0{i + 1}T00:00:00+00:00", tag="v1" if i else None)
+        store.save(_report(10.0 + i), info)
+    store.set_anchor("1", by="ann", reason="why", at="2026-01-05T00:00:00+00:00")
+    done = export_records(src, tmp_path / "out.jsonl")
+    assert (done.records, done.anchors) == (3, 1)
+    dst = spec_of(target)
+    assert import_records(str(tmp_path / "out.jsonl"), dst).records == 3
+    copied = _open(dst)
+    assert [(i.commit, i.tag) for i, _ in copied.history("performance_baseline")] == [
+        ("c2", "v1"), ("c1", "v1"), ("c0", None),
+    ]  # fmt: skip
+    assert [(a.run, a.set_by, a.set_at) for a in copied.anchors()] == [("1", "ann", "2026-01-05T00:00:00+00:00")]
+    straight = spec_of(target)
+    assert import_records(src, straight).records == 3  # store to store, no file between
+    assert len(_open(straight).history("performance_baseline")) == 3
+
+
+def test_an_import_file_with_a_bad_line_imports_nothing(spec: str, tmp_path: Path) -> None:
+    good = _open(spec)
+    good.save(_report(10.0), RunInfo("main", "c0", "1", "pass", "2026-01-01T00:00:00+00:00"))
+    export_records(spec, tmp_path / "ok.jsonl")
+    lines = (tmp_path / "ok.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "bad.jsonl").write_text("\n".join([*lines, lines[0][:40]]) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"bad\.jsonl:line 2: not a JSON record"):
+        import_records(str(tmp_path / "bad.jsonl"), spec)
+    newer = json.loads(lines[0]) | {"schema": "gatekeeper.history-record/v9"}
+    (tmp_path / "newer.jsonl").write_text(json.dumps(newer) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"line 1: written by a newer gatekeeper .*upgrade gatekeeper"):
+        import_records(str(tmp_path / "newer.jsonl"), spec)
+    assert len(good.history("performance_baseline")) == 1  # nothing half imported
+
+
+def test_a_schema_from_a_newer_gatekeeper_is_refused(spec: str) -> None:
+    _open(spec)
+    if spec.startswith("sqlite:"):
+        _execute(spec, "PRAGMA user_version = 99")
+    else:
+        _execute(spec, "UPDATE gatekeeper_schema SET version = 99")
+    with pytest.raises(
+        InputError, match=r"store schema version 99 is newer than this gatekeeper's 2.*upgrade gatekeeper"
+    ):
+        open_store(spec)
+
+
+_V1_SQLITE = """
+CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT NOT NULL, status TEXT NOT NULL, channel TEXT,
+ device_kind TEXT, arch TEXT, rocm_version TEXT, torch_version TEXT, model TEXT, ref TEXT, commit_sha TEXT,
+ pipeline_id TEXT, verdict TEXT, recorded_at TEXT NOT NULL, fingerprint TEXT NOT NULL, report TEXT NOT NULL)
+"""
+
+
+def test_a_version_1_database_is_migrated_and_keeps_its_records(spec: str) -> None:
+    """What gatekeeper wrote before schema 2 (no points, config, stack, tag, anchors) still reads, and the
+    first open upgrades it in place."""
+    old = _report(10.0)
+    row = ["performance_baseline", "passed", "stable", "rocm", "gfx942", "6.3.1", "2.5.0", "demo", "main", "old",
+           "7", "pass", "2026-01-01T00:00:00+00:00", json.dumps(old.environment.to_dict()), json.dumps(old.to_dict())]  # fmt: skip
+    insert = (
+        "INSERT INTO results (stage, status, channel, device_kind, arch, rocm_version, torch_version, model, ref, "
+        "commit_sha, pipeline_id, verdict, recorded_at, fingerprint, report) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    if spec.startswith("sqlite:"):
+        path = Path(spec.removeprefix("sqlite:"))
+        path.parent.mkdir(parents=True)
+        conn = sqlite3.connect(path)
+        conn.execute(_V1_SQLITE)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(insert, row)
+        conn.commit()
+        conn.close()
+    else:
+        _execute(spec, _V1_SQLITE.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY"))
+        _execute(spec, "CREATE TABLE gatekeeper_schema (version INTEGER NOT NULL)")
+        _execute(spec, "INSERT INTO gatekeeper_schema (version) VALUES (1)")
+        _execute(spec, insert, row)
+    store = open_store(spec)
+    assert isinstance(store, SqlStore)
+    got = store.latest_record("performance_baseline", _report(1.0))
+    assert got is not None
+    assert got[0].commit == "old"
+    [series] = store.series()
+    assert series.points["latency_ms"] == pytest.approx([10.05] * 3)  # read from the old report
+    store.save(_report(11.0), RunInfo("main", "new", "8", "pass", "2026-01-02T00:00:00+00:00", tag="v2"))
+    assert [i.tag for i, _ in store.history("performance_baseline")] == ["v2", None]
+
+
+@pytest.mark.slow
+def test_eight_concurrent_writers_lose_no_record(spec: str) -> None:
+    writer = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.history.test_store_contract import _report
+        from gatekeeper.history import RunInfo, open_store
+        w = int(sys.argv[1])
+        for i in range(25):
+            open_store(sys.argv[2], create=True).save(_report(float(i + 1)), RunInfo(commit=f"w{{w}}-{{i}}"))
+        """
+    )
+    with ThreadPoolExecutor(8) as pool:
+        results = list(
+            pool.map(lambda w: proc.run([sys.executable, "-c", writer, str(w), spec], timeout=300), range(8))
+        )
+    assert all(r.ok for r in results), [r.stderr[-800:] for r in results]
+    commits = {info.commit for info, _ in _open(spec).history("performance_baseline", limit=1000)}
+    assert commits == {f"w{w}-{i}" for w in range(8) for i in range(25)}
+
+
+def test_one_shared_store_keeps_each_repositorys_runs_apart(spec: str) -> None:
+    """Two model repositories record the same model name into one database: neither is the other's
+    baseline, anchor or series; a reader outside CI (no project) sees both."""
+    a = open_store(spec, {"CI_PROJECT_PATH": "team/a"}, create=True)
+    b = open_store(spec, {"CI_PROJECT_PATH": "team/b"}, create=True)
+    assert isinstance(a, SqlStore)
+    assert isinstance(b, SqlStore)
+    a.save(_report(10.0), RunInfo("main", "a1", "1", "pass", "2026-01-01T00:00:00+00:00", stack={"project": "team/a"}))
+    b.save(_report(50.0), RunInfo("main", "b1", "2", "pass", "2026-01-02T00:00:00+00:00", stack={"project": "team/b"}))
+    assert a.latest("performance_baseline", _report(1.0)).metrics["latency_ms"].value == 10.0
+    assert b.latest("performance_baseline", _report(1.0)).metrics["latency_ms"].value == 50.0
+    assert [r.commit for r in a.series()] == ["a1"]
+    assert a.run("2") == []  # team/b's pipeline is not team/a's to anchor on
+    a.set_anchor("1", by="ann", reason="a's")
+    assert b.anchors() == []
+    everyone = _open(spec)
+    assert {i.commit for i, _ in everyone.history("performance_baseline")} == {"a1", "b1"}
+
+
+def test_a_record_whose_report_contradicts_its_row_is_never_the_baseline(spec: str) -> None:
+    store = _open(spec)
+    store.save(_report(10.0), RunInfo("main", "good", "1", "pass", "2026-01-01T00:00:00+00:00"))
+    store.save(_report(99.0, channel="nightly"), RunInfo("main", "moved", "2", "pass", "2026-01-02T00:00:00+00:00"))
+    _execute(spec, "UPDATE results SET channel = ? WHERE commit_sha = ?", ["stable", "moved"])
+    got = store.latest_record("performance_baseline", _report(1.0))
+    assert got is not None
+    assert got[0].commit == "good"
+    assert any("channel 'stable', its stored report says 'nightly'" in line for line in store.skipped)
