@@ -53,9 +53,8 @@ def _commands() -> tuple[ModuleType, ...]:
         stage,
     )
 
-    return (
-        stage, pipeline, gpu_check, evaluate, ab, report, matrix, advise, history, doctor, analyze, notify, cache, breaker
-    )
+    first = (stage, pipeline, gpu_check, evaluate, ab, report, matrix, advise, history)
+    return (*first, doctor, analyze, notify, cache, breaker)
 
 
 def build_parser() -> argparse.ArgumentParser:
