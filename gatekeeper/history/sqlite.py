@@ -16,7 +16,7 @@ from typing import Any
 
 from gatekeeper.contract.stage_report import StageReport, utc_now
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, unusable
+from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, read_record
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -153,20 +153,16 @@ class SqliteStore(BaselineStore):
         """The rows that may be a baseline, read one at a time; the others are named in ``skipped``."""
         for row_id, ref, commit, pipeline, verdict, at, text in rows:
             info = RunInfo(ref, commit, pipeline, verdict, at, run_id=f"sqlite:{row_id}")
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                doc = None
-            problem = unusable(doc)
-            if problem:
+            report, problem = read_record(text, f"{self.path} row {row_id}")
+            if report is None:
                 self.skipped.append(f"baseline record {info.describe()} in {self.path} skipped: {problem}")
                 continue
-            yield info, StageReport.from_dict(doc)
+            yield info, report
 
     def history(
         self, stage: str, *, channel: str | None = None, limit: int = 50
     ) -> Sequence[tuple[RunInfo, StageReport]]:
-        query = "SELECT ref, commit_sha, pipeline_id, verdict, recorded_at, report FROM results WHERE stage = ?"
+        query = "SELECT id, ref, commit_sha, pipeline_id, verdict, recorded_at, report FROM results WHERE stage = ?"
         args: list[object] = [stage]
         if channel:
             query += " AND channel = ?"
@@ -175,7 +171,5 @@ class SqliteStore(BaselineStore):
         args.append(int(limit))
         with self._connect() as conn:
             rows = conn.execute(query, args).fetchall()
-        return [
-            (RunInfo(ref, commit, pipeline, verdict, at), StageReport.from_dict(json.loads(text)))
-            for ref, commit, pipeline, verdict, at, text in rows
-        ]
+        self.skipped = []
+        return list(self._usable(rows))
