@@ -227,3 +227,17 @@ def test_plots_never_use_tex(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda *_a, **_k: None)  # no TeX run, whatever is installed
     plot = latency_plot(Metric.of(2.0, "ms $x$", "lower", [1.0, 2.0, 3.0]), None, {})
     assert "<svg" in plot.svg and made and not any(made)
+
+
+def test_a_soak_window_with_a_huge_number_is_skipped(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from gatekeeper.contract.soak_series import SERIES_FILE, read_series
+
+    art = tmp_path / "art"
+    art.mkdir()
+    write_stage(performance(environment(), started_at="2026-12-01T00:00:00+00:00"), art)
+    rows = [f'{{"t_s": {t}, "throughput": 10.0, "memory_mb": 5.0}}' for t in ("1", HUGE, "2", "3")]
+    (art / SERIES_FILE).write_text("\n".join(rows) + "\n")
+    assert [r["t_s"] for r in read_series(art / SERIES_FILE)] == [1, 2, 3]
+    code = main(["report", "--artifacts", str(art), "--out", str(tmp_path / "r.html")])
+    assert code == ExitCode.PASS, capsys.readouterr().err
