@@ -81,9 +81,8 @@ def _umask() -> int:
 
 def write_json(path: str | Path, obj: Any) -> Path:
     """Atomic JSON; every string in ``obj`` is redacted (per string, so the document stays valid JSON)."""
-    from gatekeeper.core.redact import redact_obj
-
     from gatekeeper.core.numbers import finite_or_none
+    from gatekeeper.core.redact import redact_obj
 
     # JSON has no NaN or Infinity, and every reader refuses them (core/numbers.py): a non-finite float is null.
     plain = finite_or_none(json.loads(json.dumps(obj, default=str)))

@@ -32,7 +32,7 @@ __all__ = ["HINT", "MAX", "MIN", "check_tree", "dotted", "finite_or_none", "pars
 
 MIN = -(2**63)
 MAX = 2**63  # exclusive
-HINT = "every number is finite and within +-9.2e18 (the 64-bit integer range); rewrite the file with the tool that wrote it"
+HINT = "every number is finite and within +-9.2e18 (the 64-bit integer range); rewrite the file with its own tool"
 
 
 def problem(value: Any) -> str | None:

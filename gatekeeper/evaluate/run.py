@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +46,10 @@ def run_evaluate(
     record: str | None = None,
     record_blocked: bool = False,
     gates_ref: str | None = None,
+    log: Callable[[str], None] = lambda _line: None,
 ) -> Verdict:
+    """Evaluate and write the outputs; ``log`` gets what the reader should know beyond the verdict (the CLI
+    passes the terminal writer; this module never prints)."""
     env = dict(os.environ if environ is None else environ)
     gates, gates_text, gate_warnings = load_applied_gates(gates_path, gates_ref)
     reports = read_artifacts(artifacts)
@@ -78,10 +80,9 @@ def run_evaluate(
         if verdict.result in BASELINE_VERDICTS or record_blocked:
             record_run(record, reports, verdict, env)
         else:
-            print(
+            log(
                 f"gatekeeper: not recording this {verdict.result} run in {record}: a blocked run never becomes "
-                "a baseline (--record-blocked keeps it anyway, marked blocked)",
-                file=sys.stderr,
+                "a baseline (--record-blocked keeps it anyway, marked blocked)"
             )
     return verdict
 
@@ -194,9 +195,7 @@ def load_baselines(spec: str | None, reports: Mapping[str, StageReport], environ
     found, notes = out.reports, out.notes
     for stage, report in reports.items():
         record = store.latest_record(stage, report, branch=branch)
-        for line in getattr(store, "skipped", ()):
-            print(f"gatekeeper: warning: {line}", file=sys.stderr)
-            out.warnings.append(line)
+        out.warnings += getattr(store, "skipped", ())  # in the verdict's warnings, and so in its banner
         if record is not None and comparability(record[1], report) is None:
             found[stage] = record[1]
             out.runs[stage] = record[0].to_dict()

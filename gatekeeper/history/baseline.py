@@ -90,8 +90,9 @@ def baseline_branch(environ: Mapping[str, str]) -> str | None:
 def read_record(raw: str | bytes | Mapping[str, Any] | None, where: str) -> tuple[StageReport | None, str | None]:
     """A stored stage result through the same strict reader as an artifact (``contract.stage_report.parse_stage``:
     bounded numbers, schema, finite positive timings): ``(report, None)``, or ``(None, why)`` where ``why`` names
-    the field (``where``, the store and row, is for the caller's warning). Every store reads its rows through here and skips a bad one
-    with a warning (``skipped``), so a hand-edited or hostile row is never a crash and never a baseline."""
+    the field (``where``, the store and row, is for the caller's warning). Every store reads its rows through
+    here and skips a bad one with a warning (``skipped``), so a hand-edited or hostile row is never a crash and
+    never a baseline."""
     from gatekeeper.contract.stage_report import parse_stage
     from gatekeeper.core import files
     from gatekeeper.core.errors import InputError

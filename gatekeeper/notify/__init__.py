@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,8 @@ from gatekeeper.notify.slack_message import build_message
 
 __all__ = ["notify_gitlab", "notify_slack", "resend"]
 
+# Where each function's lines go: the CLI passes the terminal writer (cli/terminal.py); nothing here prints.
 Log = Callable[[str], None]
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def notify_slack(
@@ -47,7 +43,7 @@ def notify_slack(
     retries: int = 3,
     environ: Mapping[str, str] | None = None,
     now: dt.datetime | None = None,
-    log: Log = _stderr,
+    log: Log,
 ) -> int:
     env = os.environ if environ is None else environ
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -138,7 +134,7 @@ def notify_gitlab(
     timeout: float = 20.0,
     retries: int = 3,
     environ: Mapping[str, str] | None = None,
-    log: Log = _stderr,
+    log: Log,
 ) -> int:
     env = os.environ if environ is None else environ
     alert = load_alert(verdict, analysis, env)
@@ -183,7 +179,7 @@ def resend(
     timeout: float = 10.0,
     retries: int = 3,
     environ: Mapping[str, str] | None = None,
-    log: Log = _stderr,
+    log: Log,
 ) -> int:
     env = os.environ if environ is None else environ
     entries, problems = spool.pending(spool_dir)

@@ -39,17 +39,14 @@ def plot_text(text: object) -> str:
     return terminal(str(text), newlines=False).replace("$", "\\$")
 
 
-_NO_TEX = {"text.usetex": False}
-
-
 def _literal(draw: Callable[P, R]) -> Callable[P, R]:
-    """Draw under ``_NO_TEX``: matplotlib reads text.usetex when each text is made and again when it is drawn."""
+    """Draw with ``text.usetex`` off: matplotlib reads it when each text is made and again when it is drawn."""
 
     @functools.wraps(draw)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         import matplotlib
 
-        with matplotlib.rc_context(_NO_TEX):
+        with matplotlib.rc_context({"text.usetex": False}):
             return draw(*args, **kwargs)
 
     return wrapper

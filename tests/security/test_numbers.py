@@ -106,7 +106,7 @@ def _store_with_bad_row(tmp_path: Path, mutate) -> Path:
 
 
 @pytest.mark.parametrize(
-    "mutate, named",
+    ("mutate", "named"),
     [
         (lambda d: d.pop("stage"), "stage"),
         (lambda d: d["metrics"]["op_pass_rate"].update(value="@@"), "metrics.op_pass_rate.value"),
@@ -126,7 +126,8 @@ def test_a_bad_history_row_is_skipped_with_a_warning_naming_it(tmp_path, capsys,
     )  # fmt: skip
     err = capsys.readouterr().err
     assert code in (ExitCode.PASS, ExitCode.WARN, ExitCode.BLOCKED), err
-    assert "sqlite:2" in err and named in err, err  # the row and the field
+    assert "sqlite:2" in err, err  # the row
+    assert named in err, err  # and the field
     # the good row is still the baseline, and history() (the report's trends) skips the bad one too
     store = SqliteStore(db)
     assert [info.run_id for info, _ in store.history("functional_test")] == ["sqlite:1"]
@@ -182,9 +183,7 @@ def test_the_reader_keeps_what_is_in_range(value):
 
 def test_gate_rules_use_the_bounded_reader(tmp_path, capsys):
     gates = tmp_path / "gates.yaml"
-    gates.write_text(
-        "version: 1\ngates:\n  g:\n    metric: functional_test.op_pass_rate\n    pass: '>= 1e999'\n"
-    )
+    gates.write_text("version: 1\ngates:\n  g:\n    metric: functional_test.op_pass_rate\n    pass: '>= 1e999'\n")
     art = _artifact(tmp_path, "1.0")
     code = main(["evaluate", "--artifacts", str(art), "--gates", str(gates), "--out", str(tmp_path)])
     err = capsys.readouterr().err
@@ -195,8 +194,7 @@ def test_gate_rules_use_the_bounded_reader(tmp_path, capsys):
 def test_yaml_numbers_use_the_bounded_reader(tmp_path, capsys):
     gates = tmp_path / "gates.yaml"
     gates.write_text(
-        "version: 1\ngates:\n  g:\n    metric: functional_test.op_pass_rate\n    pass: '>= 0.5'\n"
-        f"    alpha: {HUGE}\n"
+        f"version: 1\ngates:\n  g:\n    metric: functional_test.op_pass_rate\n    pass: '>= 0.5'\n    alpha: {HUGE}\n"
     )
     art = _artifact(tmp_path, "1.0")
     code = main(["evaluate", "--artifacts", str(art), "--gates", str(gates), "--out", str(tmp_path)])
@@ -209,7 +207,7 @@ def test_plots_never_use_tex(monkeypatch):
     """A matplotlibrc in the working directory (the merge request's) may turn text.usetex on: never obeyed."""
     import shutil
 
-    matplotlib = pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib")
     import matplotlib.text
 
     from gatekeeper.contract.stage_report import Metric
@@ -226,7 +224,9 @@ def test_plots_never_use_tex(monkeypatch):
     monkeypatch.setitem(matplotlib.rcParams, "text.usetex", True)
     monkeypatch.setattr(shutil, "which", lambda *_a, **_k: None)  # no TeX run, whatever is installed
     plot = latency_plot(Metric.of(2.0, "ms $x$", "lower", [1.0, 2.0, 3.0]), None, {})
-    assert "<svg" in plot.svg and made and not any(made)
+    assert "<svg" in plot.svg
+    assert made
+    assert not any(made)
 
 
 def test_a_soak_window_with_a_huge_number_is_skipped(tmp_path, capsys):
