@@ -23,6 +23,11 @@ SHAPES = {
     '"x://" then "@-" repeated': "x://" + "@-" * 500_000,
     'a quote, then "password" repeated': '"' + "password" * 125_000,
     '"password": " then "\\a" repeated': '"password": "' + "\\a" * 500_000,
+    # the secret-named pairs (redaction by structure): every name is checked by segment
+    '"PASSWORD=x " repeated': "PASSWORD=x " * 90_000,
+    "\"'token': '\" repeated": "'token': '" * 100_000,
+    '"key=\\"" then "\\\\" repeated': 'key=\\"' + "\\\\" * 500_000,
+    '"-" run then "token=x"': "-" * 1_000_000 + "token=x",
 }
 
 

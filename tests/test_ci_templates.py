@@ -273,11 +273,14 @@ def test_nightly_blocking_input_reaches_the_rule_variable() -> None:
 def test_gate_job(jobs: dict[str, Any]) -> None:
     gate = jobs["gatekeeper:gate"]
     assert gate["allow_failure"] == {"exit_codes": [3, 4]}
-    # on tags and the protected branch a breaker-skipped stage blocks (exit 1, not the skip code)
+    # on tags, the protected branch and merge requests into it no failure code is allowed and a
+    # breaker-skipped stage blocks (exit 1, not the skip code); tests/test_ci_allow_failure.py per context
     strict = gate["rules"][3]
     assert strict == {
-        "if": '$CI_COMMIT_TAG || $CI_COMMIT_BRANCH == "main"',
+        "if": '$CI_COMMIT_TAG || ($CI_PIPELINE_SOURCE != "merge_request_event" && $CI_COMMIT_BRANCH == "main") '
+        '|| $CI_MERGE_REQUEST_TARGET_BRANCH_NAME == "main"',
         "when": "always",
+        "allow_failure": False,
         "variables": {"GATEKEEPER_SKIP_BLOCKS": "true"},
     }
     check = next(line for line in gate["script"] if "breaker check" in line)

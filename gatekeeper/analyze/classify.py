@@ -1,10 +1,14 @@
-"""Stream logs through the failure signatures, in constant memory.
+"""Stream logs through the failure signatures, in memory bounded by bytes, whatever the logs hold.
 
 Logs are read in chunks of a few MB cut at a newline. Each rule pattern has
 required literals (``rules.required_literals``); ``bytes.find`` over the
 lowercased chunk finds the few lines that contain one, and only those lines
-are decoded and matched against the regexes. Memory stays bounded: a chunk,
-a capped number of stored matches per rule, and a short tail per source.
+are decoded and matched against the regexes. What is kept is bounded by bytes,
+independent of line length and of the number of logs: a chunk (one at a time),
+a capped number of stored matches per rule (each line cut to ``MAX_TEXT``), and
+per source a tail and its last matched lines, each line cut to ``MAX_KEPT_LINE``
+bytes and all sources together to ``MAX_KEPT_BYTES`` (the oldest sources' go
+first, and the diagnosis counts them).
 """
 
 from __future__ import annotations
@@ -42,6 +46,13 @@ MAX_MATCHED_CHARS = 128 * 2**20
 # "NCCL WARN" kept one analyze busy for more than 10 minutes before this bound).
 MAX_MATCH = 1024
 RECENT_LINES = 10  # last matched lines kept per source (the error before the exit, for the learned model)
+# A line kept in a source's tail: its first and last MAX_MATCH bytes (what the signatures see of it, _views).
+# A log without a newline was one 8 MB "line" per chunk, forty of them per source (issue 23).
+MAX_KEPT_LINE = 2 * MAX_MATCH
+_CUT = b" [...] "
+# Tails and recent matched lines of all sources together: past it, the oldest sources' are dropped
+# (Evidence.dropped_sources counts them). 40 lines of MAX_KEPT_LINE are 80 KiB: about 50 full tails.
+MAX_KEPT_BYTES = 4 * 2**20
 # (rule index, pattern, literal sets that must all be present) for one keyword of the prefilter
 Target = tuple[int, "re.Pattern[str]", tuple[tuple[bytes, ...], ...]]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m")
@@ -84,6 +95,8 @@ class Evidence:
     bytes_read: int = 0  # over all sources, against the classifier's max_input_bytes
     matched_chars: int = 0  # of candidate lines given to the regexes, against max_matched_chars
     truncated: dict[str, int] = field(default_factory=dict)  # source -> bytes read when the budget ran out
+    kept_bytes: dict[str, int] = field(default_factory=dict)  # source -> UTF-8 bytes of its tail and recent lines
+    dropped_sources: int = 0  # sources whose tail and recent lines went for MAX_KEPT_BYTES
 
 
 @contextlib.contextmanager
@@ -126,6 +139,7 @@ class Classifier:
         chunk_bytes: int = CHUNK_BYTES,
         max_input_bytes: int = MAX_INPUT_BYTES,
         max_matched_chars: int = MAX_MATCHED_CHARS,
+        max_kept_bytes: int = MAX_KEPT_BYTES,
     ) -> None:
         self.rules = rules.rules
         self.context = context
@@ -134,6 +148,7 @@ class Classifier:
         self.chunk_bytes = chunk_bytes
         self.max_input_bytes = max_input_bytes
         self.max_matched_chars = max_matched_chars
+        self.max_kept_bytes = max_kept_bytes
         self.evidence = Evidence()
         self._order = 0
         self._source_no = 0
@@ -199,6 +214,26 @@ class Classifier:
         except (gzip.BadGzipFile, EOFError, zlib.error) as err:
             raise InputError(source, "", f"corrupt or truncated gzip log: {err}", "re-download the log") from None
         ev.tails[source] = [_clean(x) for x in list(tail)[-self.tail :]]
+        self._keep_within_budget(source)
+
+    def _keep_within_budget(self, source: str) -> None:
+        """Count what ``source`` keeps; drop the oldest sources' tails and recent lines past ``max_kept_bytes``."""
+        ev = self.evidence
+        kept = [*ev.tails.get(source, ()), *ev.recent.get(source, ())]
+        ev.kept_bytes[source] = sum(len(x.encode("utf-8", "replace")) for x in kept)
+        total = sum(ev.kept_bytes.values())
+        for old in list(ev.kept_bytes):
+            if total <= self.max_kept_bytes or old == source:
+                break
+            total -= ev.kept_bytes.pop(old)
+            ev.tails.pop(old, None)
+            ev.recent.pop(old, None)
+            ev.dropped_sources += 1
+        tail = ev.tails.get(source, [])
+        while total > self.max_kept_bytes and tail:  # a budget smaller than one tail: its oldest lines go
+            cut = len(tail.pop(0).encode("utf-8", "replace"))
+            total -= cut
+            ev.kept_bytes[source] -= cut
 
     def scan_text(self, text: str, source: str) -> None:
         self.scan(io.BytesIO(text.encode("utf-8", "replace")), source)
@@ -357,11 +392,18 @@ def _after(chunk: bytes, end: int, n: int) -> list[str]:
     return out
 
 
+def _kept(line: bytes) -> bytes:
+    """A line as a tail keeps it: whole up to MAX_KEPT_LINE bytes, else its first and last MAX_MATCH bytes."""
+    if len(line) <= MAX_KEPT_LINE:
+        return line
+    return line[:MAX_MATCH] + _CUT + line[-MAX_MATCH:]
+
+
 def _last_lines(chunk: bytes, n: int) -> list[bytes]:
     out: list[bytes] = []
     end = len(chunk) - 1  # chunk ends with a newline
     while len(out) < n and end > 0:
         begin = chunk.rfind(b"\n", 0, end) + 1
-        out.append(chunk[begin:end])
+        out.append(_kept(chunk[begin:end]))  # a copy of at most MAX_KEPT_LINE bytes, never a view of the chunk
         end = begin - 1
     return out[::-1]

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gatekeeper.analyze.classify import Evidence, RuleMatch
+from gatekeeper.analyze.classify import MAX_KEPT_BYTES, Evidence, RuleMatch
 from gatekeeper.analyze.learned import LearnedModel, evidence_text
 from gatekeeper.analyze.rules import Rule, RuleSet
 from gatekeeper.contract.stage_report import StageReport
@@ -251,4 +251,8 @@ def _excerpt(matches: Sequence[RuleMatch], evidence: Evidence) -> tuple[str, ...
         if tail:
             lines.append(f"--- last {len(tail)} lines of {source}")
             lines.extend(tail)
+    dropped = getattr(evidence, "dropped_sources", 0)
+    if dropped:
+        budget = f"{MAX_KEPT_BYTES // 2**20} MiB"
+        lines.append(f"--- the tails of {dropped} earlier logs are left out (the analysis keeps {budget} of tails)")
     return tuple(lines)

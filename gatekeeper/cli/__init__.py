@@ -19,10 +19,10 @@ from pathlib import Path
 from types import ModuleType
 
 from gatekeeper import __version__
+from gatekeeper.cli import terminal
+from gatekeeper.core import escape
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import terminal
 from gatekeeper.core.exitcodes import ExitCode
-from gatekeeper.core.redact import RedactingStream
 
 __all__ = ["build_parser", "main"]
 
@@ -72,9 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Everything a command prints passes the redactor too (a gate reason can quote a log line with a token).
+    # Everything a command shows passes the redactor (a gate reason can quote a log line with a token) and the
+    # terminal escaping (cli/terminal.py), also what argparse writes on its own.
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
+    sys.stdout, sys.stderr = terminal.Guarded(out), terminal.Guarded(err)
     try:
         return _main(argv)
     finally:
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments == ["--version"]:
-        print(VERSION)
+        terminal.out(VERSION)
         return ExitCode.PASS
     parser = build_parser()
     try:
@@ -95,11 +96,11 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return int(handler(args))
     except InputError as err:
-        # The line quotes the input (a key, a name, a value): no escape sequence of it reaches the terminal.
-        print(f"gatekeeper: {terminal(err.line(), newlines=False)}", file=sys.stderr)
+        # The line quotes the input (a key, a name, a value): one line, no escape sequence of it reaches the terminal.
+        terminal.err(f"gatekeeper: {escape.terminal(err.line(), newlines=False)}")
         return ExitCode.INPUT_ERROR
     except KeyboardInterrupt:
-        print("gatekeeper: interrupted", file=sys.stderr)
+        terminal.err("gatekeeper: interrupted")
         return ExitCode.INPUT_ERROR
     except Exception as err:
         return _internal_error(err)
@@ -112,8 +113,6 @@ def _internal_error(err: Exception) -> int:
     fd, path = tempfile.mkstemp(prefix=f"gatekeeper-crash-{stamp}-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(redact(traceback.format_exc()))
-    first = terminal(redact(str(err)).splitlines()[0], newlines=False) if str(err).strip() else ""
-    print(
-        f"gatekeeper: internal error: {type(err).__name__}: {first} (traceback saved in {Path(path)})", file=sys.stderr
-    )
+    first = escape.terminal(redact(str(err)).splitlines()[0], newlines=False) if str(err).strip() else ""
+    terminal.err(f"gatekeeper: internal error: {type(err).__name__}: {first} (traceback saved in {Path(path)})")
     return ExitCode.INTERNAL_ERROR

@@ -1,9 +1,11 @@
-"""What several commands share: printing a verdict's banner and mapping it to the exit code."""
+"""What several commands share. Showing a verdict (its banner, its table) is the terminal writer's
+(``cli/terminal.py``)."""
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
+
+from gatekeeper.cli import terminal
 
 if TYPE_CHECKING:
     from gatekeeper.contract.verdict import Verdict
@@ -14,7 +16,5 @@ GATES_HELP = "gates file (default: ./gates.yaml if present, else the built-in de
 
 
 def print_verdict(verdict: Verdict) -> int:
-    from gatekeeper.evaluate.outputs import banner
-
-    print(banner(verdict), file=sys.stderr if verdict.result != "pass" else sys.stdout)
-    return int(verdict.exit_code)
+    """The verdict's banner through the terminal writer; its exit code (kept for the commands that call it)."""
+    return terminal.show_banner(verdict)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from gatekeeper.cli import terminal
+
 __all__ = ["add_parser"]
 
 
@@ -19,6 +21,7 @@ def _run(args: argparse.Namespace) -> int:
         metric=args.metric,
         max_cv=args.max_cv,
         stage_args=stage_args,
+        log=terminal.out,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gatekeeper.cli import terminal
 from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["add_parser"]
@@ -26,7 +27,10 @@ def _run(args: argparse.Namespace) -> int:
         runs=args.runs,
         fmt=args.format,
     )
-    print(text, end="")
+    if args.format == "json":
+        terminal.out_json_text(text)
+    else:
+        terminal.out(text, end="")
     return ExitCode.PASS
 
 

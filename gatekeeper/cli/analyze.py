@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gatekeeper.cli import terminal
 from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["add_parser"]
@@ -23,7 +24,11 @@ def _run(args: argparse.Namespace) -> int:
         use_model=not args.no_model,
     )
     if args.out is None:
-        print(report_text(diagnosis, args.format), end="")
+        text = report_text(diagnosis, args.format)
+        if args.format == "json":
+            terminal.out_json_text(text)
+        else:
+            terminal.out(text, end="")
     return ExitCode.PASS  # a diagnosis of any category is a success of the analysis
 
 

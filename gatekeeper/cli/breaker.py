@@ -1,27 +1,23 @@
-"""``gatekeeper breaker``: check, record, reset, status. Each prints one clear line and returns an exit code."""
+"""``gatekeeper breaker``: check, record, reset, status. Each shows clear lines through the terminal writer
+(``cli/terminal.py``) and returns an exit code; the check's decision is ``gatekeeper.breaker.gate.check_job``."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from gatekeeper.breaker.markers import diagnosis_from_artifacts, open_markers, upstream_failure, write_marker
-from gatekeeper.breaker.policy import static_policy
-from gatekeeper.breaker.state import BreakerConfig, check, parse_duration, record, reset, state_dir, status
+from gatekeeper.breaker.gate import check_job
+from gatekeeper.breaker.markers import diagnosis_from_artifacts
+from gatekeeper.breaker.state import BreakerConfig, parse_duration, record, reset, state_dir, status
+from gatekeeper.cli import terminal
+from gatekeeper.core import escape
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["add_parser", "check_command", "record_command", "reset_command", "status_command"]
-
-
-def _stdout(out: TextIO | None) -> TextIO:
-    # Resolved at call time, not bound as a default, so a redirected sys.stdout is honoured.
-    return out if out is not None else sys.stdout
 
 
 def _config(failures: int, cooldown: str) -> BreakerConfig:
@@ -40,52 +36,21 @@ def check_command(
     artifacts: str | None = None,
     after: Sequence[str] = (),
     environ: Mapping[str, str],
-    out: TextIO | None = None,
 ) -> int:
-    policy = static_policy(environ, channel, protected_branch)
-    if not policy.allowed:
-        print(f"gatekeeper: breaker: {policy.message}", file=sys.stderr)
-        return ExitCode.BLOCKED
-    _stdout(out).write(f"gatekeeper: breaker: {policy.message}\n")
-    never_skip = policy.never_skips(channel)
-    # A job after one the breaker skipped is skipped too: the chain of stages
-    # (and the gate, which would only see missing data) stops without device time.
-    upstream, warnings = open_markers(Path(artifacts), job, channel, environ) if artifacts else ([], [])
-    for warning in warnings:
-        print(f"gatekeeper: breaker: warning: {warning}", file=sys.stderr)
-    if upstream and never_skip:
-        print(
-            f"gatekeeper: breaker: upstream {upstream[0]}; ignored: on a tag, the protected branch or a merge "
-            "request into it the breaker never skips the stable channel",
-            file=sys.stderr,
-        )
-    elif upstream:
-        print(f"gatekeeper: breaker: skipped: upstream {upstream[0]}", file=sys.stderr)
-        write_marker(artifacts, channel, job, f"skipped after upstream {upstream[0]}", environ)
-        return ExitCode.BREAKER_OPEN
-    upstream_failed = upstream_failure(Path(artifacts or "."), after)
-    if upstream_failed:
-        print(
-            f"gatekeeper: breaker: skipped: upstream {upstream_failed} on this channel; no device time spent",
-            file=sys.stderr,
-        )
-        return ExitCode.BREAKER_OPEN
-    if policy_only:
-        return ExitCode.PASS
-    decision = check(state_dir(state, environ), channel, job, _config(failures, cooldown))
-    if not decision.allowed and never_skip:
-        _stdout(out).write(
-            f"gatekeeper: breaker: {decision.message.split('; skipped without')[0]}; running anyway: on a tag, the "
-            "protected branch or a merge request into it the breaker never skips the stable channel (the gate "
-            "must decide); the result is still recorded\n"
-        )
-        return ExitCode.PASS
-    if not decision.allowed:
-        print(f"gatekeeper: breaker: {decision.message}", file=sys.stderr)
-        write_marker(artifacts, channel, job, decision.message, environ)
-        return ExitCode.BREAKER_OPEN
-    _stdout(out).write(f"gatekeeper: breaker: {decision.message}\n")
-    return ExitCode.PASS
+    outcome = check_job(
+        channel=channel,
+        job=job,
+        config=_config(failures, cooldown),
+        environ=environ,
+        policy_only=policy_only,
+        protected_branch=protected_branch,
+        state=state,
+        artifacts=artifacts,
+        after=after,
+    )
+    for line in outcome.lines:
+        (terminal.err if line.error else terminal.out)(line.text)
+    return outcome.exit_code
 
 
 def record_command(
@@ -101,7 +66,6 @@ def record_command(
     job_url: str | None = None,
     state: str | None = None,
     environ: Mapping[str, str],
-    out: TextIO | None = None,
 ) -> int:
     if (result is None) == (exit_code is None):
         raise InputError(None, "breaker record", "give exactly one of --result and --exit-code", "--result pass|fail")
@@ -120,43 +84,38 @@ def record_command(
         diagnosis=diagnosis,
         job_url=job_url or None,
     )
-    _stdout(out).write(
+    terminal.out(
         f"gatekeeper: breaker: {channel}/{job} recorded {'pass' if passed else 'fail'}: now {st.state}"
-        f" ({st.consecutive_failures} consecutive failure(s))\n"
+        f" ({st.consecutive_failures} consecutive failure(s))"
     )
     return ExitCode.PASS
 
 
 def reset_command(
-    *,
-    channel: str,
-    job: str,
-    by: str,
-    reason: str,
-    state: str | None = None,
-    environ: Mapping[str, str],
-    out: TextIO | None = None,
+    *, channel: str, job: str, by: str, reason: str, state: str | None = None, environ: Mapping[str, str]
 ) -> int:
     st = reset(state_dir(state, environ), channel, job, by=by, reason=reason)
-    _stdout(out).write(f"gatekeeper: breaker: {channel}/{job} reset to {st.state} by {by}: {reason}\n")
+    terminal.out(f"gatekeeper: breaker: {channel}/{job} reset to {st.state} by {by}: {reason}")
     return ExitCode.PASS
 
 
-def status_command(
-    *, as_json: bool = False, state: str | None = None, environ: Mapping[str, str], out: TextIO | None = None
-) -> int:
+def status_command(*, as_json: bool = False, state: str | None = None, environ: Mapping[str, str]) -> int:
     directory = state_dir(state, environ)
     states = status(directory)
     if as_json:
-        _stdout(out).write(json.dumps([s.to_dict() for s in states], indent=2) + "\n")
+        terminal.out_json([s.to_dict() for s in states])
         return ExitCode.PASS
     if not states:
-        _stdout(out).write(f"no breaker state in {directory} (every breaker closed)\n")
+        terminal.out(f"no breaker state in {directory} (every breaker closed)")
     for s in states:
         since = f" since {s.opened_at}" if s.opened_at else ""
         diag = f"; last diagnosis: {s.last_diagnosis}" if s.last_diagnosis else ""
-        _stdout(out).write(
-            f"{s.channel}/{s.job}: {s.state}{since}, {s.consecutive_failures} consecutive failure(s){diag}\n"
+        # one line per breaker: a newline in a recorded diagnosis would forge the next breaker's line
+        terminal.out(
+            escape.terminal(
+                f"{s.channel}/{s.job}: {s.state}{since}, {s.consecutive_failures} consecutive failure(s){diag}",
+                newlines=False,
+            )
         )
     return ExitCode.PASS
 

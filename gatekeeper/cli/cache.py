@@ -1,14 +1,13 @@
-"""``gatekeeper cache``: key, env, stats, prune. Each prints for a CI log and returns an exit code."""
+"""``gatekeeper cache``: key, env, stats, prune. Each shows its lines through the terminal writer
+(``cli/terminal.py``) for a CI log and returns an exit code."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
 
+from gatekeeper.cli import terminal
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
@@ -26,22 +25,17 @@ from gatekeeper.kernel_cache.usage import add_to_stage_report, begin, collect_st
 __all__ = ["add_parser", "env_command", "key_command", "prune_command", "stats_command"]
 
 
-def _stdout(out: TextIO | None) -> TextIO:
-    # Resolved at call time, not bound as a default, so a redirected sys.stdout is honoured.
-    return out if out is not None else sys.stdout
-
-
 def _root(root: str | None, environ: Mapping[str, str] | None) -> Path:
     return Path(root).resolve() if root else cache_root(environ)
 
 
-def key_command(*, as_json: bool = False, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+def key_command(*, as_json: bool = False, environ: Mapping[str, str] | None = None) -> int:
     fingerprint = cache_fingerprint(environ)
     key = cache_key(fingerprint)
     if as_json:
-        _stdout(out).write(json.dumps({"key": key, "fingerprint": fingerprint}, indent=2) + "\n")
+        terminal.out_json({"key": key, "fingerprint": fingerprint})
     else:
-        _stdout(out).write(key + "\n")
+        terminal.out(key)
     return ExitCode.PASS
 
 
@@ -51,7 +45,6 @@ def env_command(
     as_json: bool = False,
     keep_headers: bool = False,
     environ: Mapping[str, str] | None = None,
-    out: TextIO | None = None,
 ) -> int:
     base = _root(root, environ)
     variables = {"GATEKEEPER_CACHE_DIR": str(base), **cache_env(base, environ)}
@@ -59,8 +52,11 @@ def env_command(
         Path(value).mkdir(parents=True, exist_ok=True)  # MIOpen refuses a user db dir that does not exist
     if keep_headers:
         # stderr: stdout is eval'd by the job's shell.
-        print(f"gatekeeper: cache: {link_inductor_headers(base)}", file=sys.stderr)
-    _stdout(out).write(json.dumps(variables, indent=2) + "\n" if as_json else export_lines(variables))
+        terminal.err(f"gatekeeper: cache: {link_inductor_headers(base)}")
+    if as_json:
+        terminal.out_json(variables)
+    else:
+        terminal.out(export_lines(variables), end="")
     return ExitCode.PASS
 
 
@@ -80,7 +76,6 @@ def stats_command(
     out_file: str | None = None,
     into: str | None = None,
     environ: Mapping[str, str] | None = None,
-    out: TextIO | None = None,
 ) -> int:
     base = _root(root, environ)
     # Corruption is checked at every call: at the start so this job rebuilds
@@ -88,39 +83,37 @@ def stats_command(
     corrupt = [c.__dict__ for c in check_and_quarantine(base)]
     for c in corrupt:
         where = f"moved to {c['moved_to']}" if c["moved_to"] else "left in place"
-        _stdout(out).write(f"gatekeeper: cache: corrupt entry {c['path']} ({c['problem']}); {where}\n")
+        terminal.out(f"gatekeeper: cache: corrupt entry {c['path']} ({c['problem']}); {where}")
     if start:
         snap = begin(base)
-        _stdout(out).write(f"gatekeeper: cache: {len(snap['files'])} entries at job start in {base}\n")
+        terminal.out(f"gatekeeper: cache: {len(snap['files'])} entries at job start in {base}")
         return ExitCode.PASS
     stats = collect_stats(base, corrupt)
     if out_file:
         files.write_json(out_file, stats.to_dict())
     if as_json:
-        _stdout(out).write(json.dumps(stats.to_dict(), indent=2) + "\n")
+        terminal.out_json(stats.to_dict())
     else:
-        _stdout(out).write(f"kernel cache {base}: {_human(stats.total_bytes)} in {stats.total_files} files\n")
+        terminal.out(f"kernel cache {base}: {_human(stats.total_bytes)} in {stats.total_files} files")
         for kind, v in stats.by_kind.items():
-            _stdout(out).write(f"  {kind:<18} {_human(v['bytes']):>10} {v['files']:>7} files\n")
+            terminal.out(f"  {kind:<18} {_human(v['bytes']):>10} {v['files']:>7} files")
         used = stats.used if stats.used is not None else f"unknown ({stats.used_unknown_reason})"
         created = stats.created if stats.created is not None else "unknown"
-        _stdout(out).write(f"  this job: entries used {used}, created {created}; corrupt {len(corrupt)}\n")
+        terminal.out(f"  this job: entries used {used}, created {created}; corrupt {len(corrupt)}")
     if into:
-        _stdout(out).write(f"gatekeeper: cache: {add_to_stage_report(Path(into), stats)}\n")
+        terminal.out(f"gatekeeper: cache: {add_to_stage_report(Path(into), stats)}")
     return ExitCode.PASS
 
 
-def prune_command(
-    *, root: str | None = None, max_size: str, environ: Mapping[str, str] | None = None, out: TextIO | None = None
-) -> int:
+def prune_command(*, root: str | None = None, max_size: str, environ: Mapping[str, str] | None = None) -> int:
     base = _root(root, environ)
     limit = parse_size(max_size)
     if not base.is_dir():
         raise InputError(base, "", "kernel cache directory not found", "set GATEKEEPER_CACHE_DIR or pass --root")
     result = prune(base, limit)
-    _stdout(out).write(
+    terminal.out(
         f"gatekeeper: cache: pruned {result.removed_files} files ({_human(result.removed_bytes)}); "
-        f"{_human(result.before_bytes)} -> {_human(result.after_bytes)} (limit {_human(limit)})\n"
+        f"{_human(result.before_bytes)} -> {_human(result.after_bytes)} (limit {_human(limit)})"
     )
     return ExitCode.PASS
 

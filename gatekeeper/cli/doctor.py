@@ -4,9 +4,9 @@ does the GitLab project enforce the gate (gatekeeper.machine.gitlab_settings).""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
+from gatekeeper.cli import terminal
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 
@@ -19,9 +19,13 @@ def _run(args: argparse.Namespace) -> int:
     from gatekeeper.machine.doctor import render_json, render_text, run_doctor
 
     report = run_doctor(capture=args.capture, from_dir=args.from_dir, timeout=args.timeout)
-    print(render_json(report) if args.format == "json" else render_text(report), end="")
+    if args.format == "json":
+        terminal.out_json_text(render_json(report))
+    else:
+        terminal.out(render_text(report), end="")  # device names from a capture: shown with \xNN escapes
     if args.capture is not None and args.format == "text":
-        print(f"capture saved to {args.capture} (diagnose it elsewhere: gatekeeper doctor --from {args.capture})")
+        where = args.capture
+        terminal.out(f"capture saved to {where} (diagnose it elsewhere: gatekeeper doctor --from {where})")
     return ExitCode.BLOCKED if report.has_errors else ExitCode.PASS
 
 
@@ -50,14 +54,16 @@ def _gitlab(args: argparse.Namespace) -> int:
     branch = args.branch or env.get("GATEKEEPER_PROTECTED_BRANCH") or env.get("CI_DEFAULT_BRANCH") or "main"
     findings = check_project(client, project, protected_branch=branch, slack=args.slack)
     if args.format == "json":
-        print(json.dumps({"project": str(project), "branch": branch, "findings": [f.to_dict() for f in findings]}))
+        terminal.out_json(
+            {"project": str(project), "branch": branch, "findings": [f.to_dict() for f in findings]}, indent=None
+        )
     else:
-        print(f"gatekeeper doctor gitlab: {project} (protected branch {branch})")
+        terminal.out(f"gatekeeper doctor gitlab: {project} (protected branch {branch})")
         for f in findings:
-            print(f"  [{_MARK[f.severity]}] {f.check}: {f.message}")
+            terminal.out(f"  [{_MARK[f.severity]}] {f.check}: {f.message}")
             if f.remediation and f.is_problem:
-                print(f"         fix: {f.remediation}")
-        print(summary(findings))
+                terminal.out(f"         fix: {f.remediation}")
+        terminal.out(summary(findings))
     return ExitCode.BLOCKED if any(f.severity == "error" for f in findings) else ExitCode.PASS
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gatekeeper.cli._shared import GATES_HELP, print_verdict
+from gatekeeper.cli import terminal
+from gatekeeper.cli._shared import GATES_HELP
 
 __all__ = ["add_parser"]
 
@@ -23,9 +24,11 @@ def _run(args: argparse.Namespace) -> int:
         record=args.record,
         record_blocked=args.record_blocked,
         gates_ref=args.gates_ref,
+        log=terminal.err,
     )
-    print(f"gatekeeper: wrote {args.out or args.artifacts}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
-    return print_verdict(verdict)
+    where = args.out or args.artifacts
+    terminal.out(f"gatekeeper: wrote {where}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
+    return terminal.show_banner(verdict)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -7,7 +7,8 @@ import argparse
 import os
 from pathlib import Path
 
-from gatekeeper.cli._shared import GATES_HELP, print_verdict
+from gatekeeper.cli import terminal
+from gatekeeper.cli._shared import GATES_HELP
 
 __all__ = ["add_parser"]
 
@@ -26,10 +27,11 @@ def _run(args: argparse.Namespace) -> int:
             stage_timeout=args.stage_timeout,
         ),
         dict(os.environ),
+        log=terminal.out,
     )
-    print("\n" + result.summary)
-    print(f"(this summary: {result.summary_path})")
-    return print_verdict(result.verdict)
+    terminal.out("\n" + result.summary)
+    terminal.out(f"(this summary: {result.summary_path})")
+    return terminal.show_banner(result.verdict)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gatekeeper.cli import terminal
 from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["add_parser"]
@@ -14,7 +15,7 @@ def _run(args: argparse.Namespace) -> int:
     from gatekeeper.report.matrix_page import write_matrix
 
     paths = write_matrix(history=args.history, matrix_file=args.matrix_file, out=args.out, limit=args.limit)
-    print(f"gatekeeper: wrote {', '.join(str(p) for p in paths)}")
+    terminal.out(f"gatekeeper: wrote {', '.join(str(p) for p in paths)}")
     return ExitCode.PASS
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gatekeeper.cli import terminal
 from gatekeeper.core.errors import InputError
 
 __all__ = ["add_parser"]
@@ -20,13 +21,16 @@ def _cmd_notify_slack(args: argparse.Namespace) -> int:
         channel=args.channel,
         repeat_after_h=args.repeat_after,
         timeout=args.timeout,
+        log=terminal.err,
     )
 
 
 def _cmd_notify_gitlab(args: argparse.Namespace) -> int:
     from gatekeeper.notify import notify_gitlab
 
-    return notify_gitlab(verdict=args.verdict, analysis=args.analysis, spool_dir=args.spool, timeout=args.timeout)
+    return notify_gitlab(
+        verdict=args.verdict, analysis=args.analysis, spool_dir=args.spool, timeout=args.timeout, log=terminal.err
+    )
 
 
 def _cmd_notify_resend(args: argparse.Namespace) -> int:
@@ -34,7 +38,7 @@ def _cmd_notify_resend(args: argparse.Namespace) -> int:
 
     if not args.resend:
         raise InputError(None, "notify", "nothing to do", "use notify slack, notify gitlab or notify --resend")
-    return resend(spool_dir=args.resend_spool, timeout=args.timeout)
+    return resend(spool_dir=args.resend_spool, timeout=args.timeout, log=terminal.err)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gatekeeper.cli._shared import GATES_HELP, print_verdict
+from gatekeeper.cli import terminal
+from gatekeeper.cli._shared import GATES_HELP
 from gatekeeper.core.errors import InputError
 
 __all__ = ["add_parser"]
@@ -28,11 +29,12 @@ def _run(args: argparse.Namespace) -> int:
             stage_args=_stage_args(args.stage_arg),
             stage_timeout=args.stage_timeout,
             quick=args.quick,
-        )
+        ),
+        log=terminal.out,
     )
-    md = (args.out / "verdict.md").read_text(encoding="utf-8")
-    print("\n" + md)
-    return print_verdict(verdict)
+    # For a terminal: columns fitted to its width and the reasons below; verdict.md keeps the markdown.
+    terminal.out("\n" + terminal.verdict_table(verdict) + "\n")
+    return terminal.show_banner(verdict)
 
 
 def _stage_args(items: list[str]) -> dict[str, list[str]]:

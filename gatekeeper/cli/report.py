@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gatekeeper.cli import terminal
 from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["add_parser"]
@@ -21,7 +22,7 @@ def _run(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         limit=args.runs,
     )
-    print(f"gatekeeper: wrote {path}")
+    terminal.out(f"gatekeeper: wrote {path}")
     return ExitCode.PASS
 
 

@@ -11,6 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.core import numbers
+from gatekeeper.core.errors import InputError
+
 __all__ = ["MAX_SERIES_BYTES", "SERIES_FILE", "read_series"]
 
 SERIES_FILE = "performance_baseline.soak.jsonl"  # in the stage's --out, next to its report
@@ -19,7 +22,7 @@ MAX_SERIES_BYTES = 64 * 2**20  # a 24 h soak writes well under 1 MB; more is not
 
 def read_series(path: str | Path, max_bytes: int = MAX_SERIES_BYTES) -> list[dict[str, Any]]:
     """The complete JSON lines of a soak series (its first ``max_bytes``); a torn or garbled line
-    (killed writer) is skipped."""
+    (killed writer), or one holding a number out of range (``core/numbers.py``), is skipped."""
     out: list[dict[str, Any]] = []
     p = Path(path)
     if not p.is_file():
@@ -29,7 +32,8 @@ def read_series(path: str | Path, max_bytes: int = MAX_SERIES_BYTES) -> list[dic
     for line in text.splitlines():
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+            numbers.check_tree(rec, p)  # the one bounded number reader: a 400-digit t_s is not a window
+        except (ValueError, InputError):  # JSONDecodeError is a ValueError, and so is an over-long integer
             continue
         if isinstance(rec, dict):
             out.append(rec)

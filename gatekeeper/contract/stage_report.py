@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 
 from gatekeeper.contract import schemas
 from gatekeeper.contract.stage_names import STAGE_NAMES
-from gatekeeper.core import files
+from gatekeeper.core import files, numbers
 from gatekeeper.core.errors import InputError
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "StageReport",
     "bad_numbers",
     "junit_bytes",
+    "parse_stage",
     "read_artifacts",
     "read_stage",
     "utc_now",
@@ -252,9 +253,16 @@ def _first_line(text: str) -> str:
 
 
 def read_stage(path: str | Path) -> StageReport:
-    doc = files.read_json(path, what="stage artifact")
+    return parse_stage(files.read_json(path, what="stage artifact"), path)
+
+
+def parse_stage(doc: Any, path: str | Path | None, *, what: str = "a stage artifact") -> StageReport:
+    """The one strict reader of a stage result already parsed by ``files.read_json``/``parse_json`` (bounded
+    numbers): an artifact's, or a record a history store kept. Schema-valid, finite positive timings;
+    InputError naming ``path`` and the field otherwise (never a KeyError)."""
     if not isinstance(doc, dict):
-        raise InputError(path, "", "a stage artifact must be a JSON object", "rerun the stage that wrote it")
+        raise InputError(path, "", f"{what} must be a JSON object", "rerun the stage that wrote it")
+    numbers.check_tree(doc, path)  # already done by files.read_json; a store may hand over a parsed document
     schema = doc.get("schema")
     if isinstance(schema, str) and schema.startswith("gatekeeper.stage/") and schema != STAGE_SCHEMA:
         raise InputError(
@@ -263,7 +271,7 @@ def read_stage(path: str | Path) -> StageReport:
             f"written by a newer gatekeeper ({schema}); this one reads {STAGE_SCHEMA}",
             "upgrade gatekeeper",
         )
-    schemas.validate(STAGE_SCHEMA, doc, path=str(path))
+    schemas.validate(STAGE_SCHEMA, doc, path=str(path) if path is not None else "<input>")
     problem = bad_numbers(doc)
     if problem:
         raise InputError(path, problem[0], problem[1], "rerun the stage that wrote it; a timing is finite and > 0")

@@ -27,6 +27,7 @@ __all__ = [
     "atomic_write",
     "dates_to_text",
     "loads_strict",
+    "parse_json",
     "parse_yaml",
     "read_json",
     "read_text",
@@ -80,9 +81,12 @@ def _umask() -> int:
 
 def write_json(path: str | Path, obj: Any) -> Path:
     """Atomic JSON; every string in ``obj`` is redacted (per string, so the document stays valid JSON)."""
+    from gatekeeper.core.numbers import finite_or_none
     from gatekeeper.core.redact import redact_obj
 
-    text = json.dumps(redact_obj(json.loads(json.dumps(obj, default=str))), indent=2, sort_keys=False)
+    # JSON has no NaN or Infinity, and every reader refuses them (core/numbers.py): a non-finite float is null.
+    plain = finite_or_none(json.loads(json.dumps(obj, default=str)))
+    text = json.dumps(redact_obj(plain), indent=2, sort_keys=False, allow_nan=False)
     return atomic_write(path, text + "\n", redacted=True)
 
 
@@ -122,7 +126,26 @@ def loads_strict(text: str) -> Any:
 
 
 def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
-    text = read_text(path, what=what)
+    """A regular file's JSON (budgets.MAX_JSON_BYTES at most), strict: no duplicate key, every number bounded
+    (``numbers.check_tree``); InputError naming the file and the place otherwise."""
+    return parse_json(read_text(path, what=what), path, what=what)
+
+
+def parse_json(text: str | bytes, path: str | Path | None, *, what: str = "JSON file") -> Any:
+    """JSON text read from ``path`` (or a store row: ``path`` names it), by the same strict rules as ``read_json``."""
+    from gatekeeper.core import numbers
+
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(path, f"byte {err.start}", "not UTF-8 text") from None
+    doc = _parse_json(text, path, what)
+    numbers.check_tree(doc, path)
+    return doc
+
+
+def _parse_json(text: str, path: str | Path | None, what: str) -> Any:
     if not text.strip():
         raise InputError(path, "", f"empty {what}", "rerun the step that wrote it")
     try:
@@ -223,7 +246,11 @@ def parse_yaml(text: str, path: str | Path) -> YamlDocument:
         where, value = _bad_scalar(root)
         raise InputError(path, where, f"invalid value {value!r}: {err}", "write dates as YYYY-MM-DD") from None
     _reject_duplicate_keys(path, root)
-    return YamlDocument(str(path), data, root)
+    doc = YamlDocument(str(path), data, root)
+    from gatekeeper.core import numbers
+
+    numbers.check_tree(data, path, position=doc.position)
+    return doc
 
 
 def _reject_duplicate_keys(path: str | Path, root: yaml.Node | None) -> None:

@@ -1,15 +1,22 @@
 """Keep secrets out of logs, artifacts, reports and exception messages: one redactor for every writer.
 
-Two layers:
+Three layers:
 
-- by name: the values of variables whose names say they are secret (TOKEN,
-  SECRET, *PASS*, *KEY*, *CRED*, AUTH, WEBHOOK, DSN...) are replaced wherever
+- by name: the values of environment variables whose names say they are secret
+  (a segment of the name is a secret word: DB_PASSWORD, SERVICE_TOKEN,
+  REGISTRY_CREDS, SLACK_WEBHOOK_URL; ``is_secret_name``) are replaced wherever
   they appear, also URL-encoded or JSON-escaped;
 - by shape: what is a secret whatever variable it came from: the password
   (or token) in a URL's userinfo, secret-looking query parameters
-  (``access_token=``, ``api_key=``...), ``password=`` pairs in DSNs and logs,
-  bearer and private-token headers, private-key blocks, and the token prefixes
-  of GitLab, Slack, GitHub, Hugging Face, AWS, PyPI and npm.
+  (``access_token=``, ``api_key=``...), bearer and private-token headers,
+  private-key blocks, and the token prefixes of GitLab, Slack, GitHub, Hugging
+  Face, AWS, PyPI and npm;
+- by structure: a secret-named key and its value in every form text writes them
+  (``export DB_PASSWORD=...``, ``SERVICE_TOKEN="..."``, ``--db-passwd=...``,
+  ``db_password: ...``, ``X-Api-Key: ...``, ``"password": "..."``,
+  ``{'Authorization': 'Bearer ...', 'PRIVATE-TOKEN': '...'}``, also inside a
+  JSON string), whatever the value looks like. The name is judged by segment, so
+  KEYBOARD, PASSED and TOKENIZERS_PARALLELISM stay readable.
 
 ``files.atomic_write`` and ``files.write_json`` redact what they write and the
 CLI redacts stdout and stderr, so a command cannot write a secret by
@@ -25,13 +32,29 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 from urllib.parse import quote
 
-__all__ = ["MASK", "RedactingStream", "is_secret_name", "redact", "redact_env", "redact_obj"]
+__all__ = ["MASK", "RedactingStream", "is_secret_key", "is_secret_name", "redact", "redact_env", "redact_obj"]
 
 MASK = "[REDACTED]"
 
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASS|KEY|CRED|WEBHOOK|PRIVATE|AUTH|DSN|COOKIE|SESSION|SIGNATURE", re.I)
-# Names that match the above but hold no secret (keeps them readable in env.txt).
-_NOT_SECRET = re.compile(r"^(GIT_AUTHOR_(NAME|EMAIL)|.*_PUBLIC_KEY_ID|SSH_AUTH_SOCK|.*KEYBOARD.*|KEYMAP)$", re.I)
+# Names are judged by segment (split at "_", "-" and spaces; case does not matter), never by substring, so
+# KEYBOARD, PASSED, TOKENIZERS_PARALLELISM, GIT_AUTHOR_NAME, MONKEY and KeyError stay readable.
+# A strong word makes a name secret as a segment or at the end of one, alone too: DB_PASSWORD, SERVICE_TOKEN,
+# PGPASSWORD, clientSecret, accessToken, "password", Authorization.
+_STRONG = (
+    *("PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "TOKEN", "SECRET", "SECRETS", "CREDENTIAL", "CREDENTIALS"),
+    *("APIKEY", "ACCESSKEY", "PRIVATEKEY", "SECRETKEY", "SIGNINGKEY", "WEBHOOK", "AUTHORIZATION", "COOKIE"),
+)
+# A weak word is a whole segment that is a secret in DB_PASS, X-Api-Key, GITLAB_AUTH, MYSQL_PWD, REGISTRY_CREDS,
+# but is also an ordinary word. In an environment variable's name any segment counts (its value is then hidden
+# wherever it appears). In text (the pairs below) it counts only as the last segment of a longer name: "pass:"
+# and "key:" are gates.yaml's and GitLab's own keys, op_pass_rate and key_id hold no secret.
+_WEAK = frozenset({"PASS", "PWD", "KEY", "AUTH", "CRED", "CREDS", "DSN", "SESSION", "SIGNATURE", "PRIVATE"})
+_SEGMENT_SPLIT = re.compile(r"[_\-\s]+")
+_NOT_SECRET = re.compile(
+    r"^(GIT_(AUTHOR|COMMITTER)_(NAME|EMAIL|DATE)|.*_PUBLIC_KEY_ID|SSH_AUTH_SOCK|PWD|OLDPWD)$", re.I
+)
+# Every secret word contains one of these: a cheap first test of a name before it is split.
+_HINT = r"(?i:pass|pwd|key|auth|cred|token|secret|dsn|cookie|session|signature|private|webhook)"
 
 _QUERY_KEYS = (
     r"access_token|refresh_token|id_token|token|private_token|api_?key|apikey|key|secret|client_secret|"
@@ -69,23 +92,6 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 _PAIR_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # query parameters and key=value pairs (libpq DSNs, logs)
     (re.compile(rf"(?i)([?&;](?:{_QUERY_KEYS})=){_V}+"), r"\1" + MASK),
-    (
-        re.compile(
-            r"(?i)(\b(?:password|passwd|pwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
-            rf"client[_-]?secret|private[_-]?key)\s*[=:]\s*){_V}+"
-        ),
-        r"\1" + MASK,
-    ),
-    # JSON and YAML pairs: "password": "value"
-    (
-        re.compile(
-            # the key word found by a lookahead and the key consumed possessively: "[...]*word[...]*" backtracked
-            # quadratically (800 KB of "password" after a quote took 540 s)
-            r"(?i)(\"(?=[A-Za-z0-9_.-]*(?:password|passwd|secret|token|api[_-]?key|credential))[A-Za-z0-9_.-]*+"
-            r"\"\s*:\s*\")[^\"\\]*+(?:\\.[^\"\\]*+)*+\""
-        ),
-        r"\1" + MASK + '"',
-    ),
 ]
 
 # URL userinfo is masked by a scan (_mask_userinfo), not by a regex: the regex for "everything between
@@ -98,8 +104,73 @@ _SCHEME_CHAR = re.compile(r"[A-Za-z0-9+.\-]")
 _MIN_SECRET_LEN = 6  # shorter values ("1", "true") would mask half a log
 
 
+def _segments(name: str) -> list[str]:
+    return [s for s in _SEGMENT_SPLIT.split(name.upper()) if s]
+
+
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET.match(name)
+    """An environment variable whose value is a secret: a segment of ``name`` is a strong or weak secret word."""
+    if _NOT_SECRET.match(name):
+        return False
+    return any(s in _WEAK or s.endswith(_STRONG) for s in _segments(name))
+
+
+def is_secret_key(name: str) -> bool:
+    """A key in text (``name=value``, ``name: value``, ``"name": "value"``) whose value is a secret: a strong word
+    in any segment, or a weak word as the last segment of a name of two or more."""
+    if _NOT_SECRET.match(name):
+        return False
+    segments = _segments(name)
+    return any(s.endswith(_STRONG) for s in segments) or (len(segments) > 1 and segments[-1] in _WEAK)
+
+
+# ------------------------------------------------------------------ pairs: a secret-named key and its value
+#
+# The forms a log, an env dump, a config file or a printed structure writes a name and its value in:
+#   export DB_PASSWORD=value    SERVICE_TOKEN="value"    --db-passwd=value    password = 'value'   (=)
+#   db_password: value          X-Api-Key: value         Authorization: Digest ...               (: to the line end)
+#   "password": "value"         'PRIVATE-TOKEN': 'value'                                         (a quoted key)
+# Each name is checked by segment (is_secret_name) in Python, not by the regex, so the patterns stay simple:
+# every quantifier is possessive and a name is only tried where a name starts, so matching is linear.
+# A value never takes a quote or a backslash it did not open (a match cannot cut a JSON string in half).
+_N = r"[A-Za-z0-9_.\-]"
+_DQ = r'"(?:[^"\\\n]|\\.)*+"'
+_SQ = r"'(?:[^'\\\n]|\\.)*+'"
+# the same string inside a JSON string (a serialised log line): \"value\"
+_EDQ = r'\\"(?:\\\\\\"|[^"\\\n]|\\[^"\n])*+\\"'  # an escaped \" inside it is \\\" there
+_UNQUOTED_PAIR = re.compile(
+    rf"(?<!{_N})-*+(?P<name>(?={_N}*?{_HINT})[A-Za-z_]{_N}*+)[ \t]*+"
+    rf"(?:(?P<eq>=)[ \t]*+(?P<v1>{_DQ}|{_SQ}|{_EDQ}|[^\s'\"\\<>]++)"
+    rf"|(?P<colon>:)[ \t]*+(?P<v2>{_DQ}|{_SQ}|{_EDQ}|[^\n'\"\\]++))"
+)
+_QUOTED_PAIR = re.compile(
+    rf"(?P<q>\\?[\"'])(?P<name>(?={_N}*?{_HINT}){_N}++)(?P=q)[ \t]*+[:=][ \t]*+(?P<v>{_DQ}|{_SQ}|{_EDQ})"
+)
+# An Authorization value keeps its scheme: "Bearer [REDACTED]" says what was there.
+_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|negotiate|bot|oauth|aws4-hmac-sha256)\s+")
+
+
+def _masked_value(value: str) -> str:
+    quote_char = next((q for q in ('\\"', '"', "'") if value.startswith(q)), "")
+    if len(value) < 2 * len(quote_char) or not value.endswith(quote_char):
+        quote_char = ""
+    inner = value[len(quote_char) : len(value) - len(quote_char)]
+    if inner.startswith(MASK) or not inner.strip():
+        return value  # already masked by an earlier layer, or nothing to hide
+    scheme = _SCHEME.match(inner)
+    kept = scheme.group(0) if scheme and scheme.end() < len(inner) else ""
+    return f"{quote_char}{kept}{MASK}{quote_char}"
+
+
+def _mask_pair(match: re.Match[str]) -> str:
+    if not is_secret_key(match.group("name")):
+        return match.group(0)
+    group = next(k for k in ("v", "v1", "v2") if match.groupdict().get(k) is not None)
+    return match.string[match.start() : match.start(group)] + _masked_value(match.group(group))
+
+
+def _mask_pairs(text: str) -> str:
+    return _UNQUOTED_PAIR.sub(_mask_pair, _QUOTED_PAIR.sub(_mask_pair, text))
 
 
 def _secret_values(environ: Mapping[str, str]) -> list[str]:
@@ -165,7 +236,7 @@ def redact(text: str, environ: Mapping[str, str] | None = None, extra: list[str]
     text = _mask_userinfo(text)
     for pattern, replacement in _PAIR_PATTERNS:
         text = pattern.sub(replacement, text)
-    return text
+    return _mask_pairs(text)
 
 
 def redact_obj(obj: Any, environ: Mapping[str, str] | None = None) -> Any:

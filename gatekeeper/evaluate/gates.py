@@ -19,6 +19,7 @@ from gatekeeper.contract import schemas
 from gatekeeper.contract.metric_points import pattern_error
 from gatekeeper.core import budgets, files
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.numbers import parse_number
 
 __all__ = [
     "AnchorWindow",
@@ -63,7 +64,7 @@ class Rule:
         if not m:
             raise ValueError(f"not a rule: {text!r}")
         op, sign, num, pct = m.groups()
-        value = float(num) / (100.0 if pct else 1.0)
+        value = parse_number(num) / (100.0 if pct else 1.0)  # bounded like every number read (core/numbers.py)
         if sign == "-":
             value = -value
         return cls(text.strip(), op, value, relative=bool(sign))
@@ -203,6 +204,13 @@ class Gates:
         return tuple(out)
 
 
+def _rule(text: str, path: str, place: str, field: str) -> Rule:
+    try:
+        return Rule.parse(text)
+    except ValueError as err:  # the schema checked the form; the number itself may still be out of range
+        raise InputError(path, place, f"{field}: {err}", "write a finite threshold within +-9.2e18") from None
+
+
 def default_gates_path(explicit: str | Path | None = None, cwd: Path | None = None) -> Path:
     """--gates, else ./gates.yaml when the repository has one, else the defaults shipped in the package."""
     if explicit is not None:
@@ -255,7 +263,9 @@ def parse_gates(
                 f"gates.{name}.metric: {g['metric']!r} is not a JUnit metric",
                 f"use one of {', '.join(JUNIT_METRICS)}",
             )
-        rules = {k: Rule.parse(g[k]) for k in ("pass", "warn") if k in g}
+        rules = {
+            k: _rule(g[k], path, where(["gates", name, k]), f"gates.{name}.{k}") for k in ("pass", "warn") if k in g
+        }
         for key, rule in rules.items():
             if rule.relative and g.get("compare") not in _RELATIVE:
                 raise InputError(
@@ -332,7 +342,8 @@ def parse_gates(
                 )
             for key in ("pass", "warn"):
                 rule_text = overrides[gate_name].get(key)
-                if rule_text and Rule.parse(rule_text).relative:
+                place = ["channels", channel, gate_name, key]
+                if rule_text and _rule(rule_text, path, where(place), ".".join(place)).relative:
                     gate = next(g for g in gates if g.name == gate_name)
                     if gate.compare not in _RELATIVE:
                         raise InputError(

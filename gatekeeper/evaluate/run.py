@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -58,7 +57,10 @@ def run_evaluate(
     record: str | None = None,
     record_blocked: bool = False,
     gates_ref: str | None = None,
+    log: Callable[[str], None] = lambda _line: None,
 ) -> Verdict:
+    """Evaluate and write the outputs; ``log`` gets what the reader should know beyond the verdict (the CLI
+    passes the terminal writer; this module never prints)."""
     env = dict(os.environ if environ is None else environ)
     clear_outputs(out)  # before anything can fail: a failed run leaves no verdict behind
     job_channel, channel_source = resolve_channel(channel, env)
@@ -101,10 +103,9 @@ def run_evaluate(
         if verdict.result in BASELINE_VERDICTS or record_blocked:
             record_run(record, reports, verdict, env, spool=out / SPOOL_FILE)
         else:
-            print(
+            log(
                 f"gatekeeper: not recording this {verdict.result} run in {record}: a blocked run never becomes "
-                "a baseline (--record-blocked keeps it anyway, marked blocked)",
-                file=sys.stderr,
+                "a baseline (--record-blocked keeps it anyway, marked blocked)"
             )
     return verdict
 
@@ -292,9 +293,7 @@ def load_baselines(
     for stage, claimed in reports.items():
         report = replace(claimed, environment=replace(claimed.environment, channel=channel))  # type: ignore[arg-type]
         record = store.latest_record(stage, report, branch=branch)
-        for line in getattr(store, "skipped", ()):
-            print(f"gatekeeper: warning: {line}", file=sys.stderr)
-            out.warnings.append(line)
+        out.warnings += getattr(store, "skipped", ())  # in the verdict's warnings, and so in its banner
         if record is not None and comparability(record[1], report) is None:
             found[stage] = record[1]
             out.runs[stage] = record[0].to_dict()

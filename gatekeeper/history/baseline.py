@@ -20,6 +20,7 @@ __all__ = [
     "baseline_branch",
     "comparability",
     "first_comparable",
+    "read_record",
     "unusable",
 ]
 
@@ -92,17 +93,28 @@ def baseline_branch(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def unusable(doc: Any) -> str | None:
-    """Why a stored record cannot be a baseline (not a stage result, non-finite or non-positive timings), or None."""
-    from gatekeeper.contract.stage_report import bad_numbers
+def read_record(raw: str | bytes | Mapping[str, Any] | None, where: str) -> tuple[StageReport | None, str | None]:
+    """A stored stage result through the same strict reader as an artifact (``contract.stage_report.parse_stage``:
+    bounded numbers, schema, finite positive timings): ``(report, None)``, or ``(None, why)`` where ``why`` names
+    the field (``where``, the store and row, is for the caller's warning). Every store reads its rows through
+    here and skips a bad one with a warning (``skipped``), so a hand-edited or hostile row is never a crash and
+    never a baseline."""
+    from gatekeeper.contract.stage_report import parse_stage
+    from gatekeeper.core import files
+    from gatekeeper.core.errors import InputError
 
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("metrics"), Mapping):
-        return "not a stage result"
     try:
-        problem = bad_numbers(doc)
-    except (TypeError, AttributeError):
-        return "malformed metrics"
-    return f"{problem[0]}: {problem[1]}" if problem else None
+        if raw is None:
+            raise InputError(where, "", "no stage result")
+        doc = raw if isinstance(raw, Mapping) else files.parse_json(raw, where, what="stored stage result")
+        return parse_stage(dict(doc), where, what="a stored stage result"), None
+    except InputError as err:  # the caller names the record; the reason names the field
+        return None, err.problem if not err.where or err.where in err.problem else f"{err.where}: {err.problem}"
+
+
+def unusable(doc: Any, where: str = "stored record") -> str | None:
+    """Why a stored record cannot be a baseline (``read_record``'s reason), or None."""
+    return read_record(doc if isinstance(doc, Mapping) else None, where)[1]
 
 
 # The environment fields that must match for two results to be compared at all

@@ -24,9 +24,10 @@ from typing import Any
 import git
 
 from gatekeeper.contract.stage_report import StageReport
+from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
-from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, unusable
+from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, read_record
 
 __all__ = ["GitStore"]
 
@@ -94,16 +95,21 @@ class GitStore(BaselineStore):
             return []
         out = []
         for blob in sorted(tree.blobs, key=lambda b: b.name, reverse=True):
+            where = f"{self.branch}:results/{stage}/{blob.name}"
             try:
-                doc = json.loads(blob.data_stream.read())
-                info = RunInfo(**{**doc.get("info", {}), "run_id": f"{self.branch}:results/{stage}/{blob.name}"})
-                problem = unusable(doc.get("report"))
-                if problem:
-                    self.skipped.append(f"baseline record {info.describe()} skipped: {problem}")
-                    continue
-                out.append((info, StageReport.from_dict(doc["report"])))
-            except (ValueError, KeyError, TypeError):
-                continue  # a file someone edited by hand: not a baseline
+                doc = files.parse_json(blob.data_stream.read(), where, what="stored record")
+                fields = doc.get("info", {}) if isinstance(doc, dict) else None
+                if not isinstance(fields, dict) or not all(isinstance(v, str | None) for v in fields.values()):
+                    raise InputError(where, "info", "not a record gatekeeper wrote (info is not a map of strings)")
+                info = RunInfo(**{**fields, "run_id": where})
+            except (InputError, TypeError) as err:  # a file someone edited by hand: not a baseline
+                self.skipped.append(f"baseline record {where} skipped: {err}")
+                continue
+            report, problem = read_record(doc.get("report"), where)
+            if report is None:
+                self.skipped.append(f"baseline record {info.describe()} skipped: {problem}")
+                continue
+            out.append((info, report))
         return out
 
     def latest_record(

@@ -38,7 +38,7 @@ from gatekeeper.core.budgets import MAX_ZIP_MEMBER_BYTES
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.gitlab_api import GitLabClient, GitLabError
 from gatekeeper.core.redact import redact
-from gatekeeper.history.baseline import BaselineStore, RunInfo, baseline_branch, first_comparable, unusable
+from gatekeeper.history.baseline import BaselineStore, RunInfo, baseline_branch, first_comparable, read_record, unusable
 
 __all__ = ["GitLabStore"]
 
@@ -125,11 +125,10 @@ class GitLabStore(BaselineStore):
     # -- finding stage results -----------------------------------------------
 
     def _report_from(self, data: bytes, where: str) -> StageReport | None:
-        try:
-            return StageReport.from_dict(json.loads(data))
-        except (ValueError, KeyError, TypeError) as err:
-            self.why_missing = f"{where} is not a readable stage result ({type(err).__name__}: {err})"
-            return None
+        report, problem = read_record(data, where)
+        if report is None:
+            self.why_missing = f"{where} is not a readable stage result ({problem})"
+        return report
 
     def _from_job(self, job: Mapping[str, Any], stage: str) -> StageReport | None:
         name = f"{self.artifacts_dir}/{stage}.json" if self.artifacts_dir else f"{stage}.json"

@@ -22,7 +22,7 @@ from typing import Any
 
 from gatekeeper.contract.stage_report import Environment, StageReport, utc_now
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, unusable
+from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, read_record
 
 __all__ = ["SCHEMA_VERSION", "AnchorMark", "SeriesRow", "SqlStore", "metric_points"]
 
@@ -216,26 +216,18 @@ class SqlStore(BaselineStore):
     def _parse(
         self, text: Any, info: RunInfo, *, baseline: bool = True, channel: str | None = None
     ) -> StageReport | None:
-        """The stored report, or None with the reason in ``skipped``: it does not parse, (for a baseline) it
-        holds unusable numbers, or it names another channel than the row it was found by (never obeyed)."""
-        try:
-            doc = json.loads(text)
-        except (TypeError, ValueError):
-            doc = None
-        problem = unusable(doc) if baseline else None
-        if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
-            problem = problem or "not a stage result"
-        elif channel is not None:
-            problem = problem or _contradiction(doc, channel)
-        if problem:
+        """The stored report, or None with the reason in ``skipped``: it does not pass the strict stage-report
+        reader that artifacts pass (``read_record``: schema, bounded numbers, finite positive timings), or it
+        names another channel than the row it was found by (never obeyed)."""
+        raw = text if isinstance(text, (str, bytes, dict)) else None
+        report, problem = read_record(raw, f"{self.where()} row {info.run_id}")
+        if report is not None and channel is not None:
+            problem = _contradiction(report.to_dict(), channel)
+        if report is None or problem:
             what = "baseline record" if baseline else "record"
             self.skipped.append(f"{what} {info.describe()} in {self.where()} skipped: {problem}")
             return None
-        try:
-            return StageReport.from_dict(doc)
-        except (TypeError, KeyError, ValueError, AttributeError) as err:
-            self.skipped.append(f"record {info.describe()} in {self.where()} skipped: {type(err).__name__}: {err}")
-            return None
+        return report
 
     def history(
         self, stage: str, *, channel: str | None = None, limit: int = 50

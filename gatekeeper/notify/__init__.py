@@ -18,7 +18,6 @@ import dataclasses
 import datetime as dt
 import os
 import re
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,11 +39,8 @@ from gatekeeper.notify.slack_message import build_message
 
 __all__ = ["entry_data", "notify_gitlab", "notify_slack", "resend"]
 
+# Where each function's lines go: the CLI passes the terminal writer (cli/terminal.py); nothing here prints.
 Log = Callable[[str], None]
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def notify_slack(
@@ -59,7 +55,7 @@ def notify_slack(
     retries: int = 3,
     environ: Mapping[str, str] | None = None,
     now: dt.datetime | None = None,
-    log: Log = _stderr,
+    log: Log,
 ) -> int:
     env = os.environ if environ is None else environ
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -153,7 +149,7 @@ def notify_gitlab(
     timeout: float = 20.0,
     retries: int = 3,
     environ: Mapping[str, str] | None = None,
-    log: Log = _stderr,
+    log: Log,
 ) -> int:
     env = os.environ if environ is None else environ
     alert = load_alert(verdict, analysis, env)
@@ -219,7 +215,7 @@ def resend(
     timeout: float = 10.0,
     retries: int = 3,
     environ: Mapping[str, str] | None = None,
-    log: Log = _stderr,
+    log: Log,
 ) -> int:
     """Send the pending messages whose signature verifies, rendered again, to this job's own project only.
 

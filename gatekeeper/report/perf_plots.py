@@ -9,7 +9,7 @@ from typing import Any
 
 from gatekeeper.contract.metric_points import sort_key, split_point
 from gatekeeper.contract.stage_report import StageReport
-from gatekeeper.report.plots import Plot, _figure, _svg
+from gatekeeper.report.plots import Plot, _figure, _literal, _svg, plot_text
 
 __all__ = ["soak_plot", "sweep_plot"]
 
@@ -32,6 +32,7 @@ def sweep_points(report: StageReport) -> dict[str, tuple[dict[str, str], dict[st
     return out
 
 
+@_literal
 def sweep_plot(report: StageReport) -> Plot | None:
     """Latency and throughput against batch size (else the first key), one line per combination of
     the other keys (dtype, ...); None when the run measured no sweep."""
@@ -49,7 +50,7 @@ def sweep_plot(report: StageReport) -> Plot | None:
     numeric = all(_is_number(v) for v in xs_text)
     title = f"Sweep: latency and throughput vs {x_key}" + (f", a line per {', '.join(others)}" if others else "")
     fig = _figure(9.0, 3.4, left=0.08, right=0.98, bottom=0.2, top=0.86, wspace=0.28)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(plot_text(title), fontsize=10)
     for k, (metric, unit) in enumerate((("latency_ms", "ms"), ("throughput", "items/s"))):
         ax = fig.add_subplot(1, 2, k + 1)
         for i, (name, rows) in enumerate(lines.items()):
@@ -58,18 +59,22 @@ def sweep_plot(report: StageReport) -> Plot | None:
                 continue
             x = [float(a) if numeric else xs_text.index(a) for a, _ in pts]
             ax.plot(
-                x, [b for _, b in pts], marker=_MARKERS[i % len(_MARKERS)], color=_COLORS[i % len(_COLORS)], label=name
+                x,
+                [b for _, b in pts],
+                marker=_MARKERS[i % len(_MARKERS)],
+                color=_COLORS[i % len(_COLORS)],
+                label=plot_text(name),
             )
         if numeric:
             ticks = [float(v) for v in xs_text]
             if min(ticks) > 0 and max(ticks) / min(ticks) >= 8:
                 ax.set_xscale("log", base=2)  # geometric batch sizes (1 -> 64) spread evenly
             ax.set_xticks(ticks)
-            ax.set_xticklabels(xs_text, fontsize=7)
+            ax.set_xticklabels([plot_text(v) for v in xs_text], fontsize=7)
         else:
             ax.set_xticks(range(len(xs_text)))
-            ax.set_xticklabels(xs_text, fontsize=7, rotation=20)
-        ax.set_xlabel(x_key, fontsize=8)
+            ax.set_xticklabels([plot_text(v) for v in xs_text], fontsize=7, rotation=20)
+        ax.set_xlabel(plot_text(x_key), fontsize=8)
         ax.set_ylabel(f"{metric} ({unit})", fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3)
@@ -78,6 +83,7 @@ def sweep_plot(report: StageReport) -> Plot | None:
     return Plot(title, _svg(fig, "sweep"))
 
 
+@_literal
 def soak_plot(series: Sequence[Mapping[str, Any]], report: StageReport | None = None) -> Plot | None:
     """Throughput and memory of each soak window over time; None with fewer than two windows."""
     rows = [r for r in series if _is_number(r.get("t_s"))]

@@ -8,19 +8,49 @@ figure registry is touched.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from gatekeeper.contract.stage_report import Metric
+from gatekeeper.core.escape import terminal
 
-__all__ = ["Plot", "latency_plot", "matplotlib_missing", "precision_plot", "report_plots", "trend_plot"]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+__all__ = ["Plot", "latency_plot", "matplotlib_missing", "plot_text", "precision_plot", "report_plots", "trend_plot"]
 
 _CANDIDATE = "#c2410c"
 _BASELINE = "#1d4ed8"
 _CHANGE = "#7c3aed"
+
+
+def plot_text(text: object) -> str:
+    """Text from an input (a unit, a metric or sweep key, a run label, a device) as matplotlib shows it literally.
+
+    matplotlib reads a string with an even number of unescaped ``$`` as mathtext (``ms $\\frac{$`` made the
+    report crash, exit 70, and a well-formed formula would be drawn as one); ``\\$`` is its escape for a
+    literal dollar, and nothing else outside ``$...$`` is markup. Control characters are shown as ``\\xNN``.
+    TeX is never used: every plot is drawn under ``_literal`` (``text.usetex`` off, whatever a matplotlibrc
+    in the working directory says).
+    """
+    return terminal(str(text), newlines=False).replace("$", "\\$")
+
+
+def _literal(draw: Callable[P, R]) -> Callable[P, R]:
+    """Draw with ``text.usetex`` off: matplotlib reads it when each text is made and again when it is drawn."""
+
+    @functools.wraps(draw)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        import matplotlib
+
+        with matplotlib.rc_context({"text.usetex": False}):
+            return draw(*args, **kwargs)
+
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -67,6 +97,7 @@ def _svg(fig: Any, prefix: str) -> str:
     return text.replace("<svg ", f'<svg role="img" aria-label="{prefix}" ', 1)
 
 
+@_literal
 def latency_plot(
     candidate: Metric,
     baseline: Metric | None,
@@ -107,7 +138,7 @@ def latency_plot(
                 color=color,
             )
     ax.set_title(title)
-    ax.set_xlabel(f"latency per iteration ({unit})")
+    ax.set_xlabel(plot_text(f"latency per iteration ({unit})"))
     ax.set_ylabel("fraction of iterations ≤ x")
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
@@ -115,6 +146,7 @@ def latency_plot(
     return Plot(title, _svg(fig, "latency"))
 
 
+@_literal
 def trend_plot(
     series: Sequence[tuple[str, str, Sequence[tuple[str, float]]]],
     *,
@@ -139,7 +171,7 @@ def trend_plot(
         hspace=0.95,
         wspace=0.32,
     )
-    fig.suptitle(title)
+    fig.suptitle(plot_text(title))
     for k, (metric, unit, points) in enumerate(series):
         ax = fig.add_subplot(rows, cols, k + 1)
         xs = list(range(len(points)))
@@ -156,10 +188,10 @@ def trend_plot(
                 textcoords="offset points", fontsize=7, color=_CHANGE,
             )  # fmt: skip
         ax.set_xticks(xs)
-        ax.set_xticklabels([label for label, _ in points], rotation=30, ha="right", fontsize=6)
-        ax.set_title(metric, fontsize=9)
+        ax.set_xticklabels([plot_text(label) for label, _ in points], rotation=30, ha="right", fontsize=6)
+        ax.set_title(plot_text(metric), fontsize=9)
         ax.set_xlabel("run (oldest → newest)", fontsize=8)
-        ax.set_ylabel(f"{metric.rsplit('.', 1)[-1]} ({_unit(unit)})", fontsize=8)
+        ax.set_ylabel(plot_text(f"{metric.rsplit('.', 1)[-1]} ({_unit(unit)})"), fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3)
         if k == 0 or (changes or {}).get(metric):
@@ -167,6 +199,7 @@ def trend_plot(
     return Plot(title, _svg(fig, "trends"))
 
 
+@_literal
 def precision_plot(errors: Mapping[str, Metric], limits: Mapping[str, float] | None = None) -> Plot:
     """Max relative error per dtype (log scale); the per-case samples as dots when recorded."""
     title = "Precision: relative error vs CPU float64 reference, per dtype"
@@ -187,7 +220,7 @@ def precision_plot(errors: Mapping[str, Metric], limits: Mapping[str, float] | N
             ax.hlines(limit, i - 0.4, i + 0.4, colors="#b91c1c", linestyles="--", label="gate" if i == 0 else None)
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names)
+    ax.set_xticklabels([plot_text(n) for n in names])
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("dtype")
     ax.set_ylabel("relative error (ratio, log scale)")

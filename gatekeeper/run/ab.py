@@ -14,9 +14,9 @@ import dataclasses
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal
 
 import git
 
@@ -66,7 +66,9 @@ def judge(base: Sequence[StageReport], head: Sequence[StageReport], metric: str,
     return result
 
 
-def _run_stage(tree: Path, stage: str, out: Path, *, stage_args: Sequence[str], timeout: float, log: TextIO) -> None:
+def _run_stage(
+    tree: Path, stage: str, out: Path, *, stage_args: Sequence[str], timeout: float, log: Callable[[str], None]
+) -> None:
     argv = [sys.executable, "-m", "gatekeeper", "stage", stage, "--out", str(out), *stage_args]
     # The tree first (a gatekeeper checkout measures its own code), then this gatekeeper (for model repos).
     path = (str(tree), str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", ""))
@@ -75,8 +77,7 @@ def _run_stage(tree: Path, stage: str, out: Path, *, stage_args: Sequence[str], 
     if not (out / f"{stage}.json").exists():
         tail = "\n".join((res.stderr or res.stdout).strip().splitlines()[-5:])
         raise InputError(out, "", f"stage {stage} wrote no result: {res.describe()}", tail.replace("\n", " | "))
-    log.write(f"  {out.parent.name}/{out.name}: {res.describe() if not res.ok else 'ok'} ({res.duration_s:.0f} s)\n")
-    log.flush()
+    log(f"  {out.parent.name}/{out.name}: {res.describe() if not res.ok else 'ok'} ({res.duration_s:.0f} s)")
 
 
 def run_ab(
@@ -90,10 +91,10 @@ def run_ab(
     stage_args: Sequence[str] = (),
     repo: str | Path = ".",
     timeout: float = 3600.0,
-    log: TextIO | None = None,
+    log: Callable[[str], None] = lambda _line: None,
 ) -> int:
-    """Run ``stage`` for base and head alternately, ``rounds`` times each, and print the judge's line."""
-    log = log or sys.stdout
+    """Run ``stage`` for base and head alternately, ``rounds`` times each; ``log`` gets each run's line and the
+    judge's (the CLI passes the terminal writer; nothing here prints)."""
     if rounds < 1:
         raise InputError(None, "--rounds", f"must be at least 1 (got {rounds})")
     try:
@@ -115,7 +116,7 @@ def run_ab(
         base_tree = Path(tmp) / "base"
         repository.git.worktree("add", "--detach", str(base_tree), sha, kill_after_timeout=GIT_TIMEOUT_S)
         try:
-            log.write(f"gatekeeper ab: {stage} {rounds} round(s), base {sha[:10]} vs head {head_tree}\n")
+            log(f"gatekeeper ab: {stage} {rounds} round(s), base {sha[:10]} vs head {head_tree}")
             for r in range(1, rounds + 1):
                 for side, tree in (("base", base_tree), ("head", head_tree)):
                     side_out = out / side / f"round{r}"
@@ -126,6 +127,5 @@ def run_ab(
     result = judge(reports["base"], reports["head"], metric, max_cv=max_cv)
     summary: dict[str, Any] = {"base": sha, "stage": stage, "metric": metric, "rounds": rounds, **result.to_dict()}
     write_json(out / "ab.json", summary)
-    log.write(result.line(f"{metric} ({stage}, base {sha[:10]} vs head, {rounds}x ABAB)") + "\n")
-    log.flush()
+    log(result.line(f"{metric} ({stage}, base {sha[:10]} vs head, {rounds}x ABAB)"))
     return exit_code(result)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,16 +96,20 @@ def detect_gpu(environ: Mapping[str, str]) -> tuple[bool, str]:
     return True, f"{len(names)} GPU(s): {', '.join(dict.fromkeys(names))} (torch {info.get('version')}, {stack})"
 
 
-def run_gpu_check(options: GpuCheckOptions, environ: Mapping[str, str]) -> GpuCheckResult:
+def run_gpu_check(
+    options: GpuCheckOptions, environ: Mapping[str, str], log: Callable[[str], None] = lambda _line: None
+) -> GpuCheckResult:
+    """Every stage, then the summary; ``log`` gets a heading before each step (the CLI passes the terminal
+    writer; nothing here prints)."""
     if options.sizes not in SIZES:
         raise InputError(None, "--sizes", f"unknown sizes {options.sizes!r}", f"use {', '.join(SIZES)}")
     gpu, line = (False, "--device cpu was requested") if options.device == "cpu" else detect_gpu(environ)
     sizes = options.sizes if options.sizes != "auto" else ("gpu" if gpu else "cpu")
     args = {k: list(v) for k, v in (GPU_ARGS if sizes == "gpu" else CPU_ARGS).items()}
     train = list(GPU_TRAIN if sizes == "gpu" else CPU_TRAIN)
-    print(f"gatekeeper gpu-check: {line}; running the {sizes.upper()} sizes", flush=True)
+    log(f"gatekeeper gpu-check: {line}; running the {sizes.upper()} sizes")
     options.out.mkdir(parents=True, exist_ok=True)
-    golden, golden_line = cpu_golden(options, train, environ)
+    golden, golden_line = cpu_golden(options, train, environ, log=log)
     args["functional_test"] += [*train, *(["--golden", str(golden)] if golden else [])]
     verdict = run_pipeline(
         PipelineOptions(
@@ -117,6 +121,7 @@ def run_gpu_check(options: GpuCheckOptions, environ: Mapping[str, str]) -> GpuCh
             stage_timeout=options.stage_timeout,
         ),
         environ,
+        log=log,
     )
     reports = read_artifacts(options.out)
     text = summarize(reports, verdict, sizes=sizes, device_line=line, gpu=gpu, golden=golden_line)
@@ -124,7 +129,12 @@ def run_gpu_check(options: GpuCheckOptions, environ: Mapping[str, str]) -> GpuCh
     return GpuCheckResult(verdict, sizes, line, text, path, golden_line)
 
 
-def cpu_golden(options: GpuCheckOptions, train: Sequence[str], environ: Mapping[str, str]) -> tuple[Path | None, str]:
+def cpu_golden(
+    options: GpuCheckOptions,
+    train: Sequence[str],
+    environ: Mapping[str, str],
+    log: Callable[[str], None] = lambda _line: None,
+) -> tuple[Path | None, str]:
     """Train the convergence seeds on the CPU and save them (and the model's outputs) as a golden."""
     golden = options.out / "golden-cpu"
     argv = [
@@ -132,7 +142,7 @@ def cpu_golden(options: GpuCheckOptions, train: Sequence[str], environ: Mapping[
         "--categories", "none", "--no-traced", "--no-sparse", "--checkpoint-trials", "0", *train,
         "--golden-save", str(golden), *(["--model", options.model] if options.model else []),
     ]  # fmt: skip
-    print("\n== gatekeeper gpu-check: the convergence golden, trained on the CPU", flush=True)
+    log("\n== gatekeeper gpu-check: the convergence golden, trained on the CPU")
     result = proc.run_passthrough(argv, timeout=options.stage_timeout, env=environ)
     if result.returncode == 0 and (golden / "convergence.json").is_file():
         return golden, f"CPU golden in {golden}"

@@ -11,7 +11,7 @@ import platform
 import shlex
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -46,7 +46,14 @@ class PipelineOptions:
     quick: bool = False
 
 
-def run_pipeline(options: PipelineOptions, environ: Mapping[str, str] | None = None) -> Verdict:
+Log = Callable[[str], None]
+
+
+def run_pipeline(
+    options: PipelineOptions, environ: Mapping[str, str] | None = None, log: Log = lambda _line: None
+) -> Verdict:
+    """Every selected stage in its own process, then evaluate. ``log`` gets a heading before each step (the
+    CLI passes the terminal writer, so the heading comes before the stage's own output); nothing here prints."""
     from stages import STAGES
 
     env = dict(os.environ if environ is None else environ)
@@ -63,8 +70,8 @@ def run_pipeline(options: PipelineOptions, environ: Mapping[str, str] | None = N
     options = replace(options, channel=job_channel(options.channel, env))
     options.out.mkdir(parents=True, exist_ok=True)
     for name in selected:
-        run_stage_process(name, options, env)
-    print(f"\n== gatekeeper evaluate ({len(selected)} stages)", flush=True)
+        run_stage_process(name, options, env, log)
+    log(f"\n== gatekeeper evaluate ({len(selected)} stages)")
     return run_evaluate(
         artifacts=options.out,
         gates_path=options.gates,
@@ -74,6 +81,7 @@ def run_pipeline(options: PipelineOptions, environ: Mapping[str, str] | None = N
         environ=env,
         not_selected=frozenset(STAGES) - set(selected),
         record=options.record,
+        log=log,
     )
 
 
@@ -102,9 +110,11 @@ def stage_argv(name: str, options: PipelineOptions) -> list[str]:
     return argv
 
 
-def run_stage_process(name: str, options: PipelineOptions, environ: Mapping[str, str]) -> int | None:
+def run_stage_process(
+    name: str, options: PipelineOptions, environ: Mapping[str, str], log: Log = lambda _line: None
+) -> int | None:
     argv = stage_argv(name, options)
-    print(f"\n== gatekeeper stage {name}: {shlex.join(argv[1:])}", flush=True)
+    log(f"\n== gatekeeper stage {name}: {shlex.join(argv[1:])}")
     artifact = options.out / f"{name}.json"
     before = artifact.stat().st_mtime_ns if artifact.exists() else None
     result = proc.run_passthrough(argv, timeout=options.stage_timeout, env=environ)

@@ -126,7 +126,7 @@ def test_a_record_that_does_not_parse_is_skipped_with_a_warning(spec: str) -> No
     assert got[0].commit == "good"
     assert len(store.skipped) == 1
     assert "commit bad" in store.skipped[0]
-    assert "not a stage result" in store.skipped[0]
+    assert "invalid JSON" in store.skipped[0]
     assert [i.commit for i, _ in store.history("performance_baseline")] == ["good"]
 
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -84,12 +83,14 @@ def test_ab_catches_a_slower_head_in_a_tiny_repo(tmp_path: Path) -> None:
     repo.index.add(["slowmodel.py"])
     repo.index.commit("fast model")
     (work / "slowmodel.py").write_text(MODEL.format(delay=0.015), encoding="utf-8")  # uncommitted: head 5x slower
-    log = io.StringIO()
+    lines: list[str] = []
     stage_args = ["--device", "cpu", "--model", "slowmodel:build", "--batch-size", "2"]
     stage_args += ["--processes", "3", "--iterations", "15", "--warmup", "2"]
     # a shared 2-core runner fluctuates more than 5% between processes; a 2x slowdown still stands out
-    code = run_ab(base="main", out=tmp_path / "ab", rounds=1, max_cv=0.5, stage_args=stage_args, repo=work, log=log)
-    text = log.getvalue()
+    code = run_ab(
+        base="main", out=tmp_path / "ab", rounds=1, max_cv=0.5, stage_args=stage_args, repo=work, log=lines.append
+    )
+    text = "\n".join(lines)
     assert code == ExitCode.BLOCKED, text
     assert "-> regression" in text
     summary = json.loads((tmp_path / "ab" / "ab.json").read_text(encoding="utf-8"))

@@ -126,7 +126,7 @@ def test_sizes_follow_the_device(
 ) -> None:
     ran: dict[str, Any] = {}
 
-    def fake_pipeline(options: Any, environ: Any) -> Verdict:
+    def fake_pipeline(options: Any, environ: Any, log: Any = None) -> Verdict:
         ran["stage_args"] = options.stage_args
         for name in ("verify_hip", "functional_test"):
             write_stage(report(name), options.out)
@@ -134,7 +134,7 @@ def test_sizes_follow_the_device(
 
     monkeypatch.setattr(gpu_check, "detect_gpu", lambda env: (seen, "1 GPU(s): X" if seen else "no GPU"))
     monkeypatch.setattr(gpu_check, "run_pipeline", fake_pipeline)
-    monkeypatch.setattr(gpu_check, "cpu_golden", lambda o, train, env: (o.out / "golden-cpu", "CPU golden"))
+    monkeypatch.setattr(gpu_check, "cpu_golden", lambda o, train, env, log=None: (o.out / "golden-cpu", "CPU golden"))
     result = gpu_check.run_gpu_check(gpu_check.GpuCheckOptions(out=tmp_path, sizes=sizes), {})
     assert result.sizes == want
     args = ran["stage_args"]
@@ -151,12 +151,14 @@ def test_sizes_follow_the_device(
 def test_without_a_golden_convergence_runs_uncompared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ran: dict[str, Any] = {}
 
-    def fake_pipeline(options: Any, environ: Any) -> Verdict:
+    def fake_pipeline(options: Any, environ: Any, log: Any = None) -> Verdict:
         ran["args"] = options.stage_args["functional_test"]
         return _verdict()
 
     monkeypatch.setattr(gpu_check, "run_pipeline", fake_pipeline)
-    monkeypatch.setattr(gpu_check, "cpu_golden", lambda o, train, env: (None, "no golden: the CPU run failed"))
+    monkeypatch.setattr(
+        gpu_check, "cpu_golden", lambda o, train, env, log=None: (None, "no golden: the CPU run failed")
+    )
     result = gpu_check.run_gpu_check(gpu_check.GpuCheckOptions(out=tmp_path, device="cpu"), {})
     assert "--golden" not in ran["args"]
     assert "--train-steps" in ran["args"]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gatekeeper.cli import main
 from gatekeeper.contract.stage_report import Check, write_stage
-from gatekeeper.core.redact import MASK, redact, redact_env
+from gatekeeper.core.redact import MASK, is_secret_key, is_secret_name, redact, redact_env
 from tests.support import builders
 from tests.support.fake_http import refused_url
 
@@ -137,8 +137,15 @@ def test_the_url_user_scan_on_real_shapes(text, kept):
         '"' + "password" * 100_000,
         '"password": "' + "\\a" * 100_000,
         "password  " * 20_000 + "=",
+        "PASSWORD=x " * 40_000,
+        "'token': '" * 40_000,
+        'key=\\"' + "\\\\" * 200_000,
+        "-" * 400_000 + "token=x",
     ],
-    ids=["scheme-colon", "dots", "dashes", "at-signs", "json-key", "json-value", "key-value"],
+    ids=[
+        *("scheme-colon", "dots", "dashes", "at-signs", "json-key", "json-value", "key-value", "pairs"),
+        *("quoted-keys", "escaped-value", "dash-run"),
+    ],
 )
 def test_hostile_text_is_redacted_in_linear_time(text):
     assert len(redact(text, environ={})) > 0
@@ -202,3 +209,119 @@ def test_no_command_writes_a_planted_secret(tmp_path, monkeypatch, capsys, repo_
     leaked = [s for s in [*SECRETS, *LOG_ONLY, "glpat-ZyXwVuTsRqPoNmLkJiHg", "W" * 24] if s in written]
     assert not leaked
     assert MASK in written
+
+
+# ------------------------------------------------------------------ principle 7: redaction by structure
+
+# A variable or key whose name has a secret word as a segment (split at "_" and "-"), in every form a log,
+# an env dump, a config file or a printed dict writes it; headers in any of those forms. No known prefix.
+STRUCTURE = {
+    "export DB_PASSWORD=s3cr3t-db-pw-1": "s3cr3t-db-pw-1",
+    "+ SERVICE_TOKEN=svc-tok-99881 python train.py": "svc-tok-99881",
+    "declare -x GITLAB_AUTH=\"auth value 5566\"": "auth value 5566",
+    "PGPASSWORD='pg pass 8812' psql": "pg pass 8812",
+    "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI-K7MDENG": "wJalrXUtnFEMI-K7MDENG",
+    "docker run -e REGISTRY_CREDENTIAL=reg-cred-4471 img": "reg-cred-4471",
+    "app --db-passwd=cli-passwd-3390": "cli-passwd-3390",
+    "headers = {'Authorization': 'Bearer py-dict-bearer-7781', 'PRIVATE-TOKEN': 'py-dict-private-5512'}": (
+        "py-dict-bearer-7781", "py-dict-private-5512"),
+    '{"Authorization": "Basic json-basic-4411", "X-Api-Key": "json-api-key-3321"}': (
+        "json-basic-4411", "json-api-key-3321"),
+    '{"clientSecret": "camel-secret-2231", "accessToken": "camel-token-1177"}': (
+        "camel-secret-2231", "camel-token-1177"),
+    "db_password: yaml-pw-7712": "yaml-pw-7712",
+    "  api-key: 'yaml-key-9913'": "yaml-key-9913",
+    "X-Api-Key: hdr-key-1212": "hdr-key-1212",
+    "Authorization: Digest username=x, response=hdr-digest-3434": "hdr-digest-3434",
+    "PRIVATE-TOKEN: hdr-private-5656": "hdr-private-5656",
+    "password = \"toml-pw-6789\"": "toml-pw-6789",
+    'x = {"session_key": "a\\"b-escaped-4242"}': "b-escaped-4242",
+}  # fmt: skip
+# Words that only look like a secret word: the segment decides, so these stay as they are.
+HARMLESS = [
+    "KEYBOARD=us",
+    "PASSED=12 FAILED=0",
+    "TOKENIZERS_PARALLELISM=false",
+    "tokenizer: bert-base-uncased",
+    '{"tokenizer_name": "bert-base-uncased", "max_tokens": 128}',
+    "monkey=banana",
+    "KeyError: 'stage'",
+    "passthrough: true",
+    "GIT_AUTHOR_NAME=alice",
+    "compass=north bypass=on",
+    "author: alice",
+    "hotkey=F5",
+    "gates.operator-coverage.pass: '>= 0.95'",
+    "pass: '>= 0.95'",
+    "  key: gatekeeper-functional_test-stable",
+    "op_pass_rate: 0.98",
+    "key results: 3 gates, pass rate 0.98",
+]
+
+
+@pytest.mark.parametrize("line", list(STRUCTURE), ids=range(len(STRUCTURE)))
+def test_secret_named_values_are_redacted_by_structure(line):
+    secrets = STRUCTURE[line] if isinstance(STRUCTURE[line], tuple) else (STRUCTURE[line],)
+    text = redact(line, environ={})
+    for secret in secrets:
+        assert secret not in text, text
+    assert MASK in text
+
+
+@pytest.mark.parametrize("line", HARMLESS)
+def test_harmless_words_are_kept(line):
+    assert redact(line, environ={}) == line
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [("DB_PASSWORD", True), ("SERVICE_TOKEN", True), ("PGPASSWORD", True), ("X-Api-Key", True),
+     ("REGISTRY_CREDS", True), ("GITLAB_AUTH", True), ("MYSQL_PWD", True), ("SLACK_WEBHOOK_URL", True),
+     ("clientSecret", True), ("accessToken", True),
+     ("TOKENIZERS_PARALLELISM", False), ("KEYBOARD", False), ("PASSED", False), ("GIT_AUTHOR_NAME", False),
+     ("SSH_AUTH_SOCK", False), ("PWD", False), ("OLDPWD", False), ("KEYMAP", False), ("MONKEY", False)],
+)  # fmt: skip
+def test_a_name_is_secret_by_segment(name, secret):
+    assert is_secret_name(name) is secret
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [("DB_PASS", True), ("X-Api-Key", True), ("api_key", True), ("GITLAB_AUTH", True), ("password", True),
+     ("Authorization", True), ("clientSecret", True), ("session_key", True),
+     ("pass", False), ("key", False), ("op_pass_rate", False), ("pass_rule", False), ("key_id", False),
+     ("gates.g.pass", False), ("max_tokens", False), ("KeyError", False), ("SIGNING_KEY_MATERIAL", False)],
+)  # fmt: skip
+def test_a_key_in_text_is_secret_by_segment_and_place(name, secret):
+    """In text a weak word (PASS, KEY, AUTH...) counts only as the last segment of a longer name: gates.yaml's
+    ``pass:`` and GitLab's ``key:`` are not secrets, nor is ``op_pass_rate``."""
+    assert is_secret_key(name) is secret
+
+
+def test_every_secret_word_passes_the_first_test():
+    from gatekeeper.core import redact as module
+
+    hint = re.compile(module._HINT)
+    for word in (*module._STRONG, *module._WEAK):
+        assert hint.search(word), word  # else names with it would never reach the segment test
+
+
+def test_an_env_dump_masks_by_segment_only():
+    env = {"TOKENIZERS_PARALLELISM": "false", "KEYBOARD_LAYOUT": "us-intl", "SERVICE_TOKEN": "svc-tok-99881"}
+    dumped = redact_env(env)
+    assert dumped["TOKENIZERS_PARALLELISM"] == "false"
+    assert dumped["KEYBOARD_LAYOUT"] == "us-intl"
+    assert dumped["SERVICE_TOKEN"] == MASK
+
+
+def test_analysis_json_holds_no_secret_of_any_structure(tmp_path):
+    lines = [f"RuntimeError: HIP out of memory. Tried to allocate 2.00 GiB; {line}" for line in STRUCTURE]
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([*STRUCTURE, *lines]) + "\n", encoding="utf-8")
+    out = tmp_path / "analysis.json"
+    assert main(["analyze", str(log), "--format", "json", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "out of memory" in text  # the lines are there
+    for value in STRUCTURE.values():
+        for secret in value if isinstance(value, tuple) else (value,):
+            assert secret not in text
