@@ -62,6 +62,7 @@ reused baseline: 0.8% false regressions instead of 0.5%).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -74,7 +75,8 @@ from scipy import optimize
 from scipy import stats as sps
 from scipy.special import ndtr, ndtri
 
-from gatekeeper.stats.quantiles import as_groups
+from gatekeeper.stats.compare import Comparison, compare_runs
+from gatekeeper.stats.quantiles import BOOTSTRAP, as_groups
 
 __all__ = [
     "RHO",
@@ -82,6 +84,7 @@ __all__ = [
     "SequentialRule",
     "Step",
     "boundaries",
+    "compare_sequential",
     "decide",
     "decide_batch",
     "spending_boundaries",
@@ -194,6 +197,48 @@ class SequentialRule:
         step = decide(baseline, candidate, self.plan, self.looks, budget_spent=budget_spent)
         self.looks = list(step.looks)
         return step
+
+
+def compare_sequential(
+    baseline: Sequence[float] | Sequence[Sequence[float]],
+    candidate: Sequence[float] | Sequence[Sequence[float]],
+    plan: Plan,
+    looks: Sequence[tuple[int, int]] = (),
+    *,
+    stopped: str = "",
+    unit: str = "",
+    tail_factor: float = 1.5,
+    resamples: int = BOOTSTRAP,
+) -> Comparison:
+    """A finished sequential run as a ``Comparison``: the body verdict, interval and p-value from the rule
+    (this look being the last), the tail test and P99 intervals from ``compare_runs`` on the final samples.
+
+    ``stopped``: why the run stopped adding processes, as its driver recorded it (default: the rule's reason).
+    The tail test is not sequential: it runs once, on the samples the body rule stopped at.
+    """
+    fixed = compare_runs(
+        baseline,
+        candidate,
+        better=plan.better,
+        alpha=plan.alpha,
+        min_effect=plan.min_effect,
+        max_cv=plan.max_cv,
+        tail_factor=tail_factor,
+        min_processes=plan.min_processes,
+        unit=unit,
+        resamples=resamples,
+    )
+    step = decide(baseline, candidate, plan, looks, budget_spent=stopped or "the run ended here")
+    return dataclasses.replace(
+        fixed,
+        verdict=step.verdict,
+        ratio=step.ratio,
+        ci=step.interval,
+        p_value=step.p_value,
+        reason=step.reason,
+        stopped=stopped or step.reason,
+        ci_label=f"{step.level:.0%} always-valid CI",
+    )
 
 
 # --------------------------------------------------------------------------- boundaries

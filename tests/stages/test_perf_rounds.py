@@ -1,0 +1,159 @@
+"""performance_baseline's rounds loop (stages.perf.rounds): the stored baseline reused, one more process at a
+time until the sequential rule decides or the budget ends the run. Timing children are faked (no torch)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gatekeeper.contract.stage_report import Environment, Metric, StageReport, write_stage
+from gatekeeper.core.errors import InputError
+from stages import performance_baseline as pb
+from stages._stage import CommonOptions, Recorder, StageContext
+from stages.perf import measure, rounds
+
+ENV = Environment("2.13.0+cpu", "3.11", "runner")
+UNDECIDED = (97.0, 107.0, 99.0, 105.0, 96.0, 108.0)  # +2% with 4.6% between processes: 6 cannot tell
+CONFIG = {"model": "stages.models:demo_model", "batch_size": 8, "input_shape": None, "sweep": None}
+
+
+def _ctx(tmp_path: Path, **options: Any) -> StageContext:
+    opts = pb.Options(**{"processes": 3, "iterations": 40, **options})
+    device = SimpleNamespace(kind="cpu", torch_device="cpu")
+    return StageContext("performance_baseline", CommonOptions(out=tmp_path), opts, device, ENV, Recorder("pb"), CONFIG)
+
+
+def _store(tmp_path: Path, level: float = 100.0, processes: int = 10, converged: bool = True) -> str:
+    rng = np.random.default_rng(1)
+    groups = [list(level * math.exp(rng.normal(0, 0.01)) * np.exp(rng.normal(0, 0.01, 40))) for _ in range(processes)]
+    metrics = {
+        "latency_ms": Metric.of(level, "ms", "lower", groups),
+        "warmup_converged": Metric.of(1.0 if converged else 0.0, "bool", "higher"),
+    }
+    report = StageReport(
+        "performance_baseline", "passed", "2026-01-01T00:00:00+00:00", 1.0, ENV, metrics, config=CONFIG
+    )
+    store = tmp_path / "store"
+    write_stage(report, store)
+    return str(store)
+
+
+def _fake_children(
+    monkeypatch: pytest.MonkeyPatch, level: float, noise: float = 0.01, fail_every: int = 0, levels: tuple = ()
+) -> list:
+    """Timing children at ``level`` ms with process noise, or at the given ``levels`` in turn."""
+    rng = np.random.default_rng(2)
+    spread = itertools.cycle(levels) if levels else None
+    calls: list[int] = []
+    counter = itertools.count(1)
+
+    def child(cfg: dict[str, Any], timeout: float) -> tuple[dict[str, Any] | None, str]:
+        n = next(counter)
+        calls.append(n)
+        if fail_every and n % fail_every == 0:
+            return None, "timing process exited with code 1"
+        median = next(spread) if spread else level * math.exp(rng.normal(0, noise))
+        ms = median * np.exp(rng.normal(0, 0.01, 40))
+        result = {"times_s": list(ms / 1000.0), "warmup_converged": True, "warmup_iterations": 10}
+        result |= {"peak_memory_mb": 50.0, "threads": 2, "memory_t_s": [0.0, 1.0], "memory_mb": [50.0, 50.0]}
+        return result, ""
+
+    monkeypatch.setattr(measure, "child", child)
+    return calls
+
+
+def test_a_clear_regression_stops_after_the_first_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_children(monkeypatch, 110.0)
+    ctx = _ctx(tmp_path)
+    results, _, why = rounds.measure_rounds(ctx, {}, rounds.load_baseline(ctx, _store(tmp_path)))
+    assert why == ""
+    assert len(results) == len(calls) == 3
+    seq = ctx.rec.summary["sequential"]
+    assert seq["sequential"] is True
+    assert seq["verdict"] == "regression"
+    assert seq["processes"] == 3
+    assert seq["baseline_processes"] == 10
+    assert seq["looks"] == [[10, 3]]
+    assert "significantly worse" in seq["stopped"]
+    info = next(c for c in ctx.rec.checks if c.name == "sequential")
+    assert info.status == "info"
+    assert info.message.startswith("3 processes against the baseline's 10")
+
+
+def test_an_unchanged_model_adds_processes_until_equivalent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_children(monkeypatch, 100.0)
+    ctx = _ctx(tmp_path)
+    results, _, _ = rounds.measure_rounds(ctx, {}, rounds.load_baseline(ctx, _store(tmp_path)))
+    seq = ctx.rec.summary["sequential"]
+    assert seq["verdict"] == "equivalent"
+    assert 3 <= len(results) == len(calls) < 20
+    assert seq["looks"] == [[10, n] for n in range(3, len(results) + 1)]
+    assert [c.name for c in ctx.rec.checks if c.name.startswith("process.")] == [
+        f"process.{i}" for i in range(1, len(results) + 1)
+    ]
+
+
+def test_the_budget_ends_an_undecided_run_as_inconclusive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_children(monkeypatch, 0, levels=UNDECIDED)
+    ctx = _ctx(tmp_path, max_processes=6, min_effect=0.01)
+    results, _, _ = rounds.measure_rounds(ctx, {}, rounds.load_baseline(ctx, _store(tmp_path)))
+    seq = ctx.rec.summary["sequential"]
+    assert len(results) == len(calls) == 6
+    assert seq["verdict"] == "inconclusive"
+    assert seq["stopped"].startswith("the budget of 6 processes ran out: ")
+
+
+def test_max_seconds_and_failed_processes_spend_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_children(monkeypatch, 0, levels=UNDECIDED)
+    ctx = _ctx(tmp_path, max_seconds=1e-9, min_effect=0.01)
+    rounds.measure_rounds(ctx, {}, rounds.load_baseline(ctx, _store(tmp_path)))
+    seq = ctx.rec.summary["sequential"]
+    assert seq["processes"] == 3
+    assert "the budget ran out (--max-seconds 1e-09 spent)" in seq["stopped"]
+    calls = _fake_children(monkeypatch, 0, fail_every=2, levels=UNDECIDED)
+    ctx = _ctx(tmp_path, max_processes=6, min_effect=0.01)
+    results, _, _ = rounds.measure_rounds(ctx, {}, rounds.load_baseline(ctx, _store(tmp_path)))
+    assert len(calls) == 6  # started: the GPU time is spent whether a process succeeds or not
+    assert len(results) == 3
+    assert "--max-processes 6 started, 3 failed" in ctx.rec.summary["sequential"]["stopped"]
+
+
+def test_without_a_usable_baseline_the_first_round_is_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_children(monkeypatch, 100.0)
+    ctx = _ctx(tmp_path)
+    rounds.measure_rounds(ctx, {}, rounds.load_baseline(ctx, None))
+    seq = ctx.rec.summary["sequential"]
+    assert seq == {
+        "metric": "latency_ms",
+        "sequential": False,
+        "processes": 3,
+        "attempted": 3,
+        "stopped": "no baseline to decide against (no --baseline store was given): ran the first round of 3 processes",
+    }
+    assert len(calls) == 3
+    cold = rounds.load_baseline(ctx, _store(tmp_path / "cold", converged=False))
+    assert cold.samples is None
+    assert "warm-up did not converge" in cold.note
+    other = _ctx(tmp_path)
+    other.config = {**CONFIG, "batch_size": 16}
+    assert "has no comparable performance_baseline result" in rounds.load_baseline(other, _store(tmp_path)).note
+    missing = rounds.load_baseline(ctx, str(tmp_path / "nowhere"))
+    assert missing.samples is None
+    assert "could not be read" in missing.note
+    with pytest.raises(InputError):
+        rounds.load_baseline(ctx, "nosuchstore:x")
+
+
+def test_round_options_are_checked(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert pb.main(["--out", str(tmp_path), "--processes", "5", "--max-processes", "4"]) == 2
+    assert "--max-processes: must be at least --processes and 3" in capsys.readouterr().err
+    assert pb.main(["--out", str(tmp_path), "--max-seconds", "0"]) == 2
+    assert "--max-seconds: must be positive" in capsys.readouterr().err
+    assert pb.main(["--out", str(tmp_path), "--min-effect", "3"]) == 2
+    assert "--min-effect: must lie between 0 and 1" in capsys.readouterr().err
