@@ -185,7 +185,12 @@ def _evaluate_gate(
         if unconverged and uses_judge(got, ref):
             return GateResult(outcome=Outcome.INCONCLUSIVE, reason=f"{label}: {unconverged}", **base)
         judged = uses_judge(got, ref)
-        result = judge_gate(gate, got, ref, base) if judged else _point(gate, label, got, ref.value, base)
+        if judged:
+            report = inputs.reports.get(gate.stage or "")
+            sequential = report.summary.get("sequential") if report else None
+            result = judge_gate(gate, got, ref, base, sequential if isinstance(sequential, Mapping) else None)
+        else:
+            result = _point(gate, label, got, ref.value, base)
     else:
         result = _point(gate, label, got, None, base)
     result = _bound_skips(result, gate, inputs)

@@ -228,7 +228,7 @@ def compare_sequential(
         unit=unit,
         resamples=resamples,
     )
-    step = decide(baseline, candidate, plan, looks, budget_spent=stopped or "the run ended here")
+    step = decide(baseline, candidate, plan, looks, budget_spent="no more processes were run")
     return dataclasses.replace(
         fixed,
         verdict=step.verdict,
@@ -478,9 +478,8 @@ def _undecided(plan: Plan, interval: tuple[float, float] | None, worse: float, b
     lo, hi = ((x - 1.0) * 100 for x in interval)
     bound = (math.exp(worse + beta_half) - 1.0) * 100 if math.isfinite(beta_half) else math.inf
     return (
-        f"the always-valid {1 - plan.alpha:.0%} interval {lo:+.1f}%..{hi:+.1f}% does not show a change beyond "
-        f"{plan.min_effect:.0%}, and a regression of {plan.target:.0%} is not ruled out "
-        f"(worse-side bound {bound:+.1f}%)"
+        f"neither a change beyond {plan.min_effect:.0%} is shown (always-valid {1 - plan.alpha:.0%} interval "
+        f"{lo:+.1f}%..{hi:+.1f}%) nor a regression of {plan.target:.0%} ruled out (worse-side bound {bound:+.1f}%)"
     )
 
 
