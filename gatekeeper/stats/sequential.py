@@ -451,11 +451,15 @@ def decide(
         return Step(verdict, True, f"{_why(verdict, plan)}; decided {where}", p_value=p, **common)
     undecided = "; ".join(r.invalid) or _undecided(plan, interval, float(r.worse[0]), float(r.c_beta[0]) * se)
     out_of_processes = nc >= plan.max_processes and (not plan.baseline_grows or nb >= plan.max_processes)
-    hopeless = not plan.baseline_grows and nb < plan.min_processes
+    # A stored baseline that can never be judged against: more candidate processes cannot help.
+    hopeless = ""
+    if not plan.baseline_grows and nb < plan.min_processes:
+        hopeless = f"the baseline has {nb} processes, fewer than {plan.min_processes}"
+    elif not plan.baseline_grows and any(x.startswith("baseline run fluctuates") for x in r.invalid):
+        hopeless = "the baseline fluctuates too much"
     if out_of_processes or budget_spent or hopeless:
         if hopeless:
-            why = f"the baseline has {nb} processes, fewer than {plan.min_processes}"
-            why += ": more candidate processes cannot help"
+            why = f"{hopeless}: more candidate processes cannot help"
         elif budget_spent:
             why = f"the budget ran out ({budget_spent}) {where}"
         else:

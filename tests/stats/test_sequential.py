@@ -167,6 +167,10 @@ def test_a_noisy_side_never_decides_and_a_tiny_fixed_baseline_stops_at_once() ->
     step = decide(base, cand, Plan(max_processes=20, min_effect=0.01))
     assert not step.stop
     assert "candidate run fluctuates too much" in step.reason
+    noisy_base = decide(cand, base, Plan(max_processes=20, min_effect=0.01))
+    assert noisy_base.stop
+    assert noisy_base.reason.startswith("the baseline fluctuates too much: more candidate processes cannot help")
+    assert not decide(cand, base, Plan(max_processes=20, min_effect=0.01, baseline_grows=True)).stop
     tiny = decide(base[:2], cand, Plan(max_processes=20, min_effect=0.01))
     assert tiny.stop
     assert tiny.verdict == "inconclusive"
