@@ -19,7 +19,7 @@ GATES = {
     "p99-latency": {"metric": "performance_baseline.latency_ms.p99", "compare": "baseline", "pass": "<= +20%"},
 }
 BASE = [[m] * 30 for m in (99.0, 100.0, 101.0, 100.5, 99.5, 100.2, 99.8, 100.0, 101.2, 98.8)]
-SPREAD = (98.5, 101.5, 100.0, 102.0, 98.0)
+SPREAD = (97.0, 103.0, 100.0, 104.0, 96.0, 102.0, 98.0)
 
 
 def _perf(groups: list[list[float]], sequential: dict[str, Any] | None = None):
@@ -45,38 +45,38 @@ def _verdict(cand):
 
 
 def test_a_run_that_peeked_is_judged_by_the_always_valid_rule_not_the_fixed_test() -> None:
-    cand = [[m * 1.04] * 30 for m in SPREAD]  # +4%: the fixed-sample Welch test calls it a regression (p=0.003)
+    cand = [[m * 1.06] * 30 for m in SPREAD]  # +6%: the fixed-sample Welch test calls it a regression (p=0.001)
     fixed = _verdict(_perf(cand))["latency-median"]
     assert fixed.outcome is Outcome.FAIL
-    looked = _verdict(_perf(cand, _record([[10, 3], [10, 4], [10, 5]], "the budget of 20 processes ran out")))
+    looked = _verdict(_perf(cand, _record([[10, 5], [10, 6], [10, 7]], "the budget of 20 processes ran out")))
     r = looked["latency-median"]
     assert r.outcome is Outcome.INCONCLUSIVE  # after three looks, the evidence is not enough
     c = r.comparison
     assert c["sequential"] is True
-    assert c["looks"] == [[10, 3], [10, 4], [10, 5]]
-    assert c["processes"] == 5
+    assert c["looks"] == [[10, 5], [10, 6], [10, 7]]
+    assert c["processes"] == 7
     assert c["baseline_processes"] == 10
     assert c["stopped"] == "the budget of 20 processes ran out"
     assert c["ci_label"] == "99% always-valid CI"
     assert c["p_value"] > fixed.comparison["p_value"]
     assert "99% always-valid CI" in r.reason
-    assert "5 processes against 10, stopped: the budget of 20 processes ran out" in r.reason
+    assert "7 processes against 10, stopped: the budget of 20 processes ran out" in r.reason
 
 
 def test_a_clear_sequential_regression_fails_and_says_when_it_stopped() -> None:
-    cand = [[m * 1.08] * 30 for m in SPREAD]
-    v = _verdict(_perf(cand, _record([[10, 3], [10, 4], [10, 5]])))
+    cand = [[m * 1.12] * 30 for m in SPREAD]
+    v = _verdict(_perf(cand, _record([[10, 5], [10, 6], [10, 7]])))
     r = v["latency-median"]
     assert r.outcome is Outcome.FAIL
     assert r.comparison["verdict"] == "regression"
     assert r.comparison["p_value"] < 0.005
-    assert "5 processes against 10, stopped: decided" in r.reason
+    assert "7 processes against 10, stopped: decided" in r.reason
     assert v["p99-latency"].comparison["sequential"] is True  # the tail gate reads the same replayed body
 
 
 def test_records_that_do_not_apply_or_do_not_match() -> None:
-    cand = [[m * 1.04] * 30 for m in SPREAD]
-    fixed_run = _verdict(_perf(cand, _record([[10, 5]], "no baseline to decide against", sequential=False)))
+    cand = [[m * 1.06] * 30 for m in SPREAD]
+    fixed_run = _verdict(_perf(cand, _record([[10, 7]], "no baseline to decide against", sequential=False)))
     r = fixed_run["latency-median"]
     assert r.outcome is Outcome.FAIL  # a fixed number of processes: the fixed-sample test is valid
     assert "sequential" not in r.comparison
@@ -84,6 +84,6 @@ def test_records_that_do_not_apply_or_do_not_match() -> None:
     assert "stopped: no baseline to decide against" in r.reason
     other = dict(_record([[10, 3]]), metric="throughput")
     assert "sequential" not in _verdict(_perf(cand, other))["latency-median"].comparison
-    wrong = _verdict(_perf(cand, _record([[10, 3], [10, 4]])))["latency-median"]  # 5 processes judged
-    assert wrong.comparison["looks"] == [[10, 5]]
+    wrong = _verdict(_perf(cand, _record([[10, 5], [10, 6]])))["latency-median"]  # 7 processes judged
+    assert wrong.comparison["looks"] == [[10, 7]]
     assert "judged as a single look" in wrong.comparison["stopped"]

@@ -70,20 +70,20 @@ def _fake_children(
 
 def test_a_clear_regression_stops_after_the_first_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _fake_children(monkeypatch, 110.0)
-    ctx = _ctx(tmp_path)
+    ctx = _ctx(tmp_path, processes=5)
     results, _, why = rounds.measure_rounds(ctx, {}, rounds.load_baseline(ctx, _store(tmp_path)))
     assert why == ""
-    assert len(results) == len(calls) == 3
+    assert len(results) == len(calls) == 5
     seq = ctx.rec.summary["sequential"]
     assert seq["sequential"] is True
     assert seq["verdict"] == "regression"
-    assert seq["processes"] == 3
+    assert seq["processes"] == 5
     assert seq["baseline_processes"] == 10
-    assert seq["looks"] == [[10, 3]]
+    assert seq["looks"] == [[10, 5]]
     assert "significantly worse" in seq["stopped"]
     info = next(c for c in ctx.rec.checks if c.name == "sequential")
     assert info.status == "info"
-    assert info.message.startswith("3 processes against the baseline's 10")
+    assert info.message.startswith("5 processes against the baseline's 10")
 
 
 def test_an_unchanged_model_adds_processes_until_equivalent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,7 +93,7 @@ def test_an_unchanged_model_adds_processes_until_equivalent(tmp_path: Path, monk
     seq = ctx.rec.summary["sequential"]
     assert seq["verdict"] == "equivalent"
     assert 3 <= len(results) == len(calls) < 20
-    assert seq["looks"] == [[10, n] for n in range(3, len(results) + 1)]
+    assert seq["looks"] == [[10, n] for n in range(3, len(results) + 1)]  # no decision before 5
     assert [c.name for c in ctx.rec.checks if c.name.startswith("process.")] == [
         f"process.{i}" for i in range(1, len(results) + 1)
     ]

@@ -193,8 +193,12 @@ def test_higher_is_better_and_improvements() -> None:
 
 def test_exact_samples_decide_on_the_estimate_alone() -> None:
     base = [[10.0] * 5] * 4
-    assert decide(base, [[11.0] * 5] * 4, Plan(max_processes=8)).verdict == "regression"
-    assert decide(base, [[10.0] * 5] * 4, Plan(max_processes=8)).verdict == "equivalent"
+    assert decide(base, [[11.0] * 5] * 5, Plan(max_processes=8)).verdict == "regression"
+    assert decide(base, [[10.0] * 5] * 5, Plan(max_processes=8)).verdict == "equivalent"
+    early = decide(base, [[11.0] * 5] * 4, Plan(max_processes=8))  # a reused baseline waits for 5
+    assert not early.stop
+    assert "too few processes: candidate has 4, need at least 5" in early.reason
+    assert early.p_value is None
 
 
 def test_bad_plans_and_samples_are_refused() -> None:
