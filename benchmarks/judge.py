@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import time
@@ -179,13 +180,43 @@ def fixed_power(lb: np.ndarray, lc: np.ndarray, n: int) -> float:
     return hits / len(lb)
 
 
+def mixture_bound(info: float, level: float, rho: float) -> float:
+    """The one-sided normal-mixture confidence sequence (Robbins; Howard et al. 2021) on the z scale:
+    P(Z_V >= bound for some V) <= level, valid at every look with no budget. ``info``: V in units of
+    one process per side's variance; ``rho``: the mixture's width, tuned to one V."""
+    return math.sqrt(2.0 * (info + rho) / info * math.log(math.sqrt((info + rho) / rho) / level))
+
+
+def _mixture_codes(b: np.ndarray, c: np.ndarray, plan: Plan, rho: float) -> np.ndarray:
+    from scipy import stats as sps
+
+    nb, nc = b.shape[1], c.shape[1]
+    info = 1.0 / (1.0 / nb + 1.0 / nc)
+    d = c.mean(axis=1) - b.mean(axis=1)
+    vb, vc = b.var(axis=1, ddof=1) / nb, c.var(axis=1, ddof=1) / nc
+    se = np.sqrt(vb + vc)
+    df = (vb + vc) ** 2 / (vb**2 / (nb - 1) + vc**2 / (nc - 1))
+    ta = sps.t.isf(sps.norm.sf(mixture_bound(info, plan.alpha / 2, rho)), df)
+    tb = sps.t.isf(sps.norm.sf(mixture_bound(info, 1 - plan.power, rho)), df)
+    regression = (d - ta * se > 0) & (d > math.log1p(plan.min_effect))
+    equivalent = d + tb * se < math.log1p(plan.target)
+    return np.where(regression, 1, np.where(equivalent, 3, 0))
+
+
 def run_sequential(
-    lb: np.ndarray, lc: np.ndarray, plan: Plan, *, grow_baseline: bool = True, naive: bool = False
+    lb: np.ndarray,
+    lc: np.ndarray,
+    plan: Plan,
+    *,
+    grow_baseline: bool = True,
+    naive: bool = False,
+    mixture_rho: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Look after every candidate process from 3 to plan.max_processes: (verdict code, processes) per trial.
 
     ``grow_baseline`` False: the baseline is reused whole (its columns), as performance_baseline does.
-    ``naive``: stop at the first look where the fixed-sample test says regression (peeking)."""
+    ``naive``: stop at the first look where the fixed-sample test says regression (peeking).
+    ``mixture_rho``: decide by a normal-mixture confidence sequence instead (same claims and levels)."""
     from scipy import stats as sps
 
     trials = len(lb)
@@ -198,6 +229,8 @@ def run_sequential(
             p = sps.ttest_ind(c, b, axis=1, equal_var=False, alternative="greater").pvalue
             worse = c.mean(axis=1) - b.mean(axis=1) > np.log1p(plan.min_effect)
             code = np.where((p < plan.alpha / 2) & worse, 1, 0)
+        elif mixture_rho is not None:
+            code = _mixture_codes(b, c, plan, mixture_rho)
         else:
             code = decide_batch(b, c, plan, looks)
         looks.append((b.shape[1], n))
@@ -226,6 +259,13 @@ def sequential(trials: int, max_processes: int, seed: int, m: int) -> tuple[dict
     plan = Plan(max_processes=max_processes, min_effect=MIN_EFFECT, baseline_grows=True)
     rows: dict[str, tuple[np.ndarray, np.ndarray]] = {k: run_sequential(base, c, plan) for k, c in cands.items()}
     naive = run_sequential(base, cands["aa"], plan, naive=True)
+    # the confidence sequence tuned to be narrowest at the fixed design's information (fixed/2)
+    from scipy import optimize
+
+    rho = float(
+        optimize.minimize_scalar(lambda r: mixture_bound(fixed / 2, 0.005, r), bounds=(0.01, 100), method="bounded").x
+    )
+    mixture = {k: run_sequential(base, cands[k], plan, mixture_rho=rho) for k in ("aa", "2pct", "10pct")}
     reused = Plan(max_processes=max_processes, min_effect=MIN_EFFECT)
     stage = {k: run_sequential(base[:, :fixed], c, reused, grow_baseline=False) for k, c in cands.items()}
     noisy_side = Side(process_sd=0.02)
@@ -250,6 +290,9 @@ def sequential(trials: int, max_processes: int, seed: int, m: int) -> tuple[dict
         "processes_ratio_aa": mean_n(rows["aa"]) / fixed,
         "processes_ratio_10pct": mean_n(rows["10pct"]) / fixed,
         "naive_peeking_a_a_false_alarm": float((naive[0] == 1).mean()),
+        "mixture_power_2pct": float((mixture["2pct"][0] == 1).mean()),
+        "mixture_processes_ratio_2pct": mean_n(mixture["2pct"]) / fixed,
+        "mixture_processes_ratio_aa": mean_n(mixture["aa"]) / fixed,
         "stage_a_a_false_alarm": float((stage["aa"][0] == 1).mean()),
         "stage_power_2pct": float((stage["2pct"][0] == 1).mean()),
         "stage_processes_ratio_2pct": mean_n(stage["2pct"]) / fixed,
@@ -279,6 +322,10 @@ def sequential(trials: int, max_processes: int, seed: int, m: int) -> tuple[dict
     lines += [row("sequential, both sides fresh (`ab`)", names[k], r) for k, r in rows.items()]
     lines.append(row("sequential, both sides fresh", "A/A, candidate twice as noisy", noisy))
     lines.append(row("naive peeking: stop when the fixed test says regression", "A/A", naive))
+    lines += [
+        row(f"confidence sequence (normal mixture, rho {rho:.2f}), both sides fresh", names[k], r)
+        for k, r in mixture.items()
+    ]
     lines += [row(f"sequential, baseline of {fixed} reused (stage)", names[k], r) for k, r in stage.items()]
     lines.append(row(f"sequential, baseline of {fixed} reused", "A/A, candidate twice as noisy", noisy_stage))
     return figures, "\n".join(lines) + "\n"

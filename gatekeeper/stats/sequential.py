@@ -16,8 +16,9 @@ change", equals ``level * t_k**RHO`` (computed by the Armitage-McPherson-Rowe
 recursive integration). The intervals ``estimate -/+ c_k * se_k`` then cover the
 true change at every look at once, so every claim below is valid whenever the
 caller stops, for whatever reason. Chosen over a confidence sequence or an
-mSPRT (valid at every look with no plan, but about 1.5-2x wider at the 5-20
-processes a CI job can afford; benchmarks/README.md, "Sequential judge").
+mSPRT (valid at every look with no plan, but wider at the 5-20 processes a CI
+job can afford: a normal-mixture sequence needed 1.37x the processes of this
+design on the judge benchmark; benchmarks/README.md, "Sequential judge").
 
 Per look, on the logs of the per-process medians (the process is the unit, as
 in ``compare_runs``), Welch's standard error, and the boundaries taken to the t
