@@ -124,6 +124,8 @@ def run(ctx: StageContext) -> None:
     ctx.config["sweep"] = {a.key: list(a.values) for a in axes} if axes else None
     results: list[dict[str, Any]] = []
     if axes:
+        if opts.baseline:
+            ctx.rec.log("  --baseline drives the rounds of a single run; a sweep times --processes per point")
         run_sweep(ctx, base_cfg, axes, budget_s)
     else:
         found = rounds.load_baseline(ctx, opts.baseline)

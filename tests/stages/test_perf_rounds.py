@@ -157,3 +157,43 @@ def test_round_options_are_checked(capsys: pytest.CaptureFixture[str], tmp_path:
     assert "--max-seconds: must be positive" in capsys.readouterr().err
     assert pb.main(["--out", str(tmp_path), "--min-effect", "3"]) == 2
     assert "--min-effect: must lie between 0 and 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_stage_rounds_against_a_stored_run_and_evaluate_replays_them(tmp_path: Path) -> None:
+    """Real timing processes on the CPU: a first run is the baseline store of the second."""
+    import json
+
+    from gatekeeper.evaluate.run import run_evaluate
+
+    argv = ["--device", "cpu", "--batch-size", "2", "--processes", "3", "--iterations", "8", "--warmup", "2"]
+    assert pb.main(["--out", str(tmp_path / "base"), *argv]) == 0
+    first = json.loads((tmp_path / "base" / "performance_baseline.json").read_text(encoding="utf-8"))
+    assert first["summary"]["sequential"]["sequential"] is False
+    assert (
+        pb.main(["--out", str(tmp_path / "head"), *argv, "--baseline", str(tmp_path / "base"), "--max-processes", "6"])
+        == 0
+    )
+    doc = json.loads((tmp_path / "head" / "performance_baseline.json").read_text(encoding="utf-8"))
+    seq = doc["summary"]["sequential"]
+    assert seq["sequential"] is True
+    assert seq["baseline_processes"] == 3
+    assert 3 <= seq["processes"] == len(doc["metrics"]["latency_ms"]["samples"]) <= 6
+    assert seq["looks"][-1] == [3, seq["processes"]]
+    assert seq["stopped"]  # decided, budget, or a baseline too noisy on a shared CPU: said either way
+    assert any(c["name"] == "sequential" and c["status"] == "info" for c in doc["checks"])
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(
+        "version: 1\ngates:\n  latency-median:\n    metric: performance_baseline.latency_ms\n"
+        "    compare: baseline\n    pass: '<= +3%'\n    on_missing: fail\n",
+        encoding="utf-8",
+    )
+    verdict = run_evaluate(
+        artifacts=tmp_path / "head", gates_path=gates, out=tmp_path / "out", baseline=str(tmp_path / "base"), environ={}
+    )
+    gate = next(g for g in verdict.gates if g.name == "latency-median")
+    assert gate.comparison is not None
+    assert gate.comparison["sequential"] is True
+    assert gate.comparison["processes"] == seq["processes"]
+    assert gate.comparison["stopped"] == seq["stopped"]
+    assert f"{seq['processes']} processes against 3, stopped: " in gate.reason
