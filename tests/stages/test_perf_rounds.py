@@ -168,8 +168,13 @@ def test_the_stage_rounds_against_a_stored_run_and_evaluate_replays_them(tmp_pat
 
     argv = ["--device", "cpu", "--batch-size", "2", "--processes", "3", "--iterations", "8", "--warmup", "2"]
     assert pb.main(["--out", str(tmp_path / "base"), *argv]) == 0
-    first = json.loads((tmp_path / "base" / "performance_baseline.json").read_text(encoding="utf-8"))
+    stored = tmp_path / "base" / "performance_baseline.json"
+    first = json.loads(stored.read_text(encoding="utf-8"))
     assert first["summary"]["sequential"]["sequential"] is False
+    # Two warm-up iterations rarely converge on a loaded 2-core runner; the rounds, not that check
+    # (test_without_a_usable_baseline_the_first_round_is_the_run), are under test here.
+    first["metrics"]["warmup_converged"]["value"] = 1.0
+    stored.write_text(json.dumps(first), encoding="utf-8")
     assert (
         pb.main(["--out", str(tmp_path / "head"), *argv, "--baseline", str(tmp_path / "base"), "--max-processes", "6"])
         == 0
@@ -182,6 +187,8 @@ def test_the_stage_rounds_against_a_stored_run_and_evaluate_replays_them(tmp_pat
     assert seq["looks"][-1] == [3, seq["processes"]]
     assert seq["stopped"]  # decided, budget, or a baseline too noisy on a shared CPU: said either way
     assert any(c["name"] == "sequential" and c["status"] == "info" for c in doc["checks"])
+    doc["metrics"]["warmup_converged"]["value"] = 1.0  # as above: evaluate would stop at that check first
+    (tmp_path / "head" / "performance_baseline.json").write_text(json.dumps(doc), encoding="utf-8")
     gates = tmp_path / "gates.yaml"
     gates.write_text(
         "version: 1\ngates:\n  latency-median:\n    metric: performance_baseline.latency_ms\n"
