@@ -3,8 +3,8 @@
 The reader streams and keeps only counts and the first failed names; memory stays
 flat whatever the size of the file. It does not use junitparser (the project's
 usual choice for JUnit): ``JUnitXml.fromfile`` builds the whole tree, which on a
-200,000-case report took 0.69 s of CPU and 99 MB beyond its import, against
-about 0.1 s and nothing measurable here (benchmarks/README.md, "Evaluate over a
+200,000-case report took 0.63 s of CPU and 99 MB beyond its import, against
+0.15 s and nothing measurable here (benchmarks/README.md, "Evaluate over a
 large JUnit file"). ElementTree's iterparse (also defusedxml's) cost more than
 expat alone: it creates an element and a Python event for every one.
 
