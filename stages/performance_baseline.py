@@ -20,7 +20,7 @@ from typing import Any
 from gatekeeper.contract.metric_points import SKIPPED, point_label, point_name
 from gatekeeper.core.errors import InputError
 from stages._stage import StageContext, stage_main
-from stages.perf import extras, measure, series, sweep
+from stages.perf import extras, measure, rounds, series, sweep
 
 __all__ = ["DESCRIPTION", "NAME", "Options", "add_arguments", "main", "parse_duration", "run"]
 
@@ -47,6 +47,10 @@ class Options:
     max_batch: int = 1
     max_wait_ms: float = 0.0
     load_timeout: float = 1.0
+    baseline: str | None = None
+    max_processes: int = 20
+    max_seconds: float | None = None
+    min_effect: float = 0.03
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +68,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--sweep-budget", metavar="DURATION", help="stop starting sweep points after this long, e.g. 10m")
     extras.add_arguments(g)
+    g.add_argument(
+        "--baseline",
+        metavar="SPEC",
+        help="sequential sampling: reuse this store's comparable result (as evaluate --baseline) and add "
+        "processes after the first --processes until the judge decides",
+    )
+    g.add_argument(
+        "--max-processes", type=int, default=20, help="with --baseline: at most this many processes (default 20)"
+    )
+    g.add_argument("--max-seconds", type=float, help="with --baseline: start no process after this many seconds")
+    g.add_argument(
+        "--min-effect",
+        type=float,
+        default=0.03,
+        help="with --baseline: the tolerance the rounds decide on, as your latency gate's (default 0.03 = +3%%)",
+    )
 
 
 def parse_duration(text: str, option: str = "--duration") -> float:
@@ -81,6 +101,14 @@ def _validate(opts: Options) -> None:
     if opts.warmup < 0:
         raise InputError(None, "--warmup", f"must not be negative (got {opts.warmup})")
     extras.validate(opts, parse_duration)
+    if opts.max_processes < max(opts.processes, 3):
+        raise InputError(
+            None, "--max-processes", f"must be at least --processes and 3 (got {opts.max_processes})", "e.g. 20"
+        )
+    if opts.max_seconds is not None and opts.max_seconds <= 0:
+        raise InputError(None, "--max-seconds", f"must be positive (got {opts.max_seconds:g})")
+    if not 0.0 < opts.min_effect < 1.0:
+        raise InputError(None, "--min-effect", f"must lie between 0 and 1 (got {opts.min_effect:g})", "e.g. 0.03")
 
 
 def run(ctx: StageContext) -> None:
@@ -107,10 +135,16 @@ def run(ctx: StageContext) -> None:
     ctx.config["sweep"] = {a.key: list(a.values) for a in axes} if axes else None
     results: list[dict[str, Any]] = []
     if axes:
+        if opts.baseline:
+            ctx.rec.log("  --baseline drives the rounds of a single run; a sweep times --processes per point")
         run_sweep(ctx, base_cfg, axes, budget_s)
     else:
-        with ctx.rec.group("timing", f"{opts.processes} fresh processes x {opts.iterations} iterations"):
-            results, clocks, _ = measure.measure_point(ctx, base_cfg)
+        found = rounds.load_baseline(ctx, opts.baseline)
+        header = f"{opts.processes} fresh processes x {opts.iterations} iterations"
+        if found.samples is not None:
+            header += f", then one more at a time until the judge decides (at most {opts.max_processes})"
+        with ctx.rec.group("timing", header):
+            results, clocks, _ = rounds.measure_rounds(ctx, base_cfg, found)
             measure.clocks_check(ctx, clocks)
         if results:
             ctx.rec.summary.update(measure.record_timing(ctx, results, clocks, base_cfg["batch_size"]))

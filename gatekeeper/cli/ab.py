@@ -18,6 +18,9 @@ def _run(args: argparse.Namespace) -> int:
         out=args.out,
         stage=args.stage,
         rounds=args.rounds,
+        max_processes=args.max_processes,
+        max_seconds=args.max_seconds,
+        min_effect=args.min_effect,
         metric=args.metric,
         max_cv=args.max_cv,
         stage_args=stage_args,
@@ -28,13 +31,21 @@ def _run(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "ab",
-        help="run a stage for base and head alternately (ABAB) and judge the difference",
-        description="Check out --base in a temporary worktree, run the stage for base and head alternately, and "
-        "compare. Exit 1 on a regression, 3 inconclusive, 0 otherwise. Stage options go after --.",
+        help="run a stage for base and head alternately (ABAB) until the judge decides",
+        description="Check out --base in a temporary worktree, run the stage for base and head alternately, a round "
+        "at a time, until the sequential judge decides or the budget is spent. Exit 1 on a regression, 3 "
+        "inconclusive, 0 otherwise. Stage options go after --.",
     )
     p.add_argument("--base", required=True, help="the commit, branch or tag to compare against")
     p.add_argument("--stage", default="performance_baseline", help="default: performance_baseline")
-    p.add_argument("--rounds", type=int, default=2, help="ABAB rounds (default 2)")
+    p.add_argument("--rounds", type=int, help="at most this many ABAB rounds (default: as --max-processes allows)")
+    p.add_argument(
+        "--max-processes", type=int, default=20, help="budget: processes per side, in whole rounds (default 20)"
+    )
+    p.add_argument("--max-seconds", type=float, help="budget: start no round after this many seconds")
+    p.add_argument(
+        "--min-effect", type=float, default=0.03, help="the tolerance the rounds decide on (default 0.03 = +3%%)"
+    )
     p.add_argument("--metric", default="latency_ms", help="the metric with per-process samples (default latency_ms)")
     p.add_argument("--max-cv", type=float, default=0.05, help="a side fluctuating more is inconclusive (0.05)")
     p.add_argument("--out", required=True, help="directory for each run's artifacts and ab.json")

@@ -207,7 +207,13 @@ def _evaluate_gate(
         if unconverged and uses_judge(got, ref):
             return GateResult(outcome=Outcome.INCONCLUSIVE, reason=f"{label}: {unconverged}", **base)
         judged = uses_judge(got, ref)
-        result = judge_gate(gate, got, ref, base) if judged else _point(gate, label, got, ref.value, base)
+        if judged:
+            # the rounds of a sequentially sampled run were decided against the baseline, never the anchor
+            report = inputs.reports.get(gate.stage or "") if gate.compare == "baseline" else None
+            sequential = report.summary.get("sequential") if report else None
+            result = judge_gate(gate, got, ref, base, sequential if isinstance(sequential, Mapping) else None)
+        else:
+            result = _point(gate, label, got, ref.value, base)
         if gate.compare == "anchor":
             result = replace(result, reason=f"{result.reason} (vs the anchor: {_anchor_words(gate, inputs)})")
     else:

@@ -3,12 +3,16 @@ to a gate, and the Holm correction across every judged gate of one verdict."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gatekeeper.contract.verdict import GateResult, Outcome
 from gatekeeper.evaluate.gates import Gate
 from gatekeeper.evaluate.metrics import Resolved
+
+if TYPE_CHECKING:  # scipy is imported only when a statistical comparison runs
+    from gatekeeper.stats.compare import Comparison
 
 __all__ = ["holm_adjust", "judge_gate", "uses_judge"]
 
@@ -26,25 +30,31 @@ def uses_judge(candidate: Resolved, baseline: Resolved) -> bool:
     )
 
 
-def judge_gate(gate: Gate, got: Resolved, ref: Resolved, base: dict[str, Any]) -> GateResult:
+def judge_gate(
+    gate: Gate, got: Resolved, ref: Resolved, base: dict[str, Any], sequential: Mapping[str, Any] | None = None
+) -> GateResult:
+    """``sequential``: the stage's ``summary.sequential`` (how its processes were sampled). When its processes were
+    added until a decision (``gatekeeper.stats.sequential``), the body is judged by replaying that rule on the
+    recorded looks: a fixed-sample test on data that stopped when it looked decided would over-alarm."""
     from gatekeeper.stats.compare import compare_runs
 
     better: Literal["lower", "higher"] = "higher" if got.better == "higher" else "lower"
     min_effect = gate.min_effect
     if min_effect is None:
         min_effect = abs(gate.pass_rule.number) if gate.pass_rule.relative else 0.02
-    cmp = compare_runs(
-        [list(p) for p in ref.samples or ()],
-        [list(p) for p in got.samples or ()],
-        better=better,
-        alpha=gate.alpha,
-        min_effect=min_effect,
-        unit=got.unit,
-    )
+    b, c = [list(p) for p in ref.samples or ()], [list(p) for p in got.samples or ()]
+    record = sequential if sequential and sequential.get("metric") == (got.base or _name(gate)) else None
+    extra: dict[str, Any] = {}
+    if record and record.get("sequential"):
+        cmp, extra = _replay(record, b, c, better=better, alpha=gate.alpha, min_effect=min_effect, unit=got.unit)
+    else:
+        cmp = compare_runs(b, c, better=better, alpha=gate.alpha, min_effect=min_effect, unit=got.unit)
+        if record and record.get("stopped"):
+            cmp = replace(cmp, stopped=str(record["stopped"]))
     assert got.value is not None  # narrows the type for mypy; the caller checked it  # nosec B101
     assert ref.value is not None  # same  # nosec B101
     change = got.value / ref.value - 1.0 if ref.value else None
-    comparison = {**cmp.to_dict(), "alpha": gate.alpha}
+    comparison = {**cmp.to_dict(), "alpha": gate.alpha, **extra}
     base = {**base, "baseline_value": ref.value, "change": change, "comparison": {**comparison, "kind": "body"}}
     line = cmp.line()
     if got.statistic in _BODY_STATS:
@@ -73,6 +83,42 @@ def judge_gate(gate: Gate, got: Resolved, ref: Resolved, base: dict[str, Any]) -
         why = "the comparison is inconclusive" if outcome is Outcome.INCONCLUSIVE else "the tail test finds no change"
         return GateResult(outcome=outcome, reason=f"{shown} breaks {gate.pass_rule.text}, but {why}: {line}", **base)
     return GateResult(outcome=Outcome.PASS, reason=f"{shown} meets {gate.pass_rule.text}; {line}", **base)
+
+
+def _name(gate: Gate) -> str:
+    return gate.metric.partition(".")[2]
+
+
+def _replay(
+    record: Mapping[str, Any],
+    b: list[list[float]],
+    c: list[list[float]],
+    *,
+    better: Literal["lower", "higher"],
+    alpha: float,
+    min_effect: float,
+    unit: str,
+) -> tuple[Comparison, dict[str, Any]]:
+    """The stage's sequential rule at its last look, with this gate's alpha and tolerance and this baseline."""
+    from gatekeeper.stats.sequential import Plan, compare_sequential
+
+    planned = record.get("plan") or {}
+    counts = [int(x[1]) for x in record.get("looks") or () if isinstance(x, list | tuple) and len(x) == 2]
+    note = ""
+    if not counts or counts[-1] != len(c):  # a record that does not match the samples: one look (stricter)
+        note = f"the recorded looks do not end at the {len(c)} processes judged; judged as a single look"
+        counts = [len(c)]
+    plan = Plan(
+        max_processes=max(int(planned.get("max_processes", len(c))), len(c), 3),
+        better=better,
+        alpha=alpha,
+        min_effect=min_effect,
+        power=float(planned.get("power", 0.9)),
+    )
+    looks = [(len(b), n) for n in counts[:-1]]
+    stopped = str(record.get("stopped") or "")
+    cmp = compare_sequential(b, c, plan, looks, stopped=stopped + (f" ({note})" if note else ""), unit=unit)
+    return cmp, {"sequential": True, "looks": [[len(b), n] for n in counts], "detect": plan.target}
 
 
 def holm_adjust(results: list[GateResult]) -> list[GateResult]:

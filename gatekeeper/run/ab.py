@@ -4,8 +4,11 @@ The base commit is checked out in a temporary git worktree; the stage runs
 with each tree as its working directory (so ``--model pkg.mod:build`` imports
 that tree's model code), in the order base, head, base, head... Interleaving
 spreads slow drifts of the machine (thermal, noisy neighbours) over both sides.
-The samples of all rounds are pooled per side and judged by
-``gatekeeper.stats.compare.compare_runs``.
+The samples of all rounds are pooled per side. After every round (a fresh base
+run and a head run) the sequential rule (``gatekeeper.stats.sequential``) is
+asked; rounds go on until it decides or the budget (--max-processes per side,
+--max-seconds, --rounds) is spent, and the last look is the verdict, with the
+tail test of ``gatekeeper.stats.compare.compare_runs`` on the pooled samples.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import dataclasses
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +30,7 @@ from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 from gatekeeper.core.files import write_json
 from gatekeeper.stats.compare import Comparison, compare_runs
+from gatekeeper.stats.sequential import Plan, SequentialRule, Step, compare_sequential
 
 __all__ = ["exit_code", "judge", "run_ab"]
 
@@ -41,20 +46,40 @@ def exit_code(c: Comparison) -> ExitCode:
     return ExitCode.PASS
 
 
-def judge(base: Sequence[StageReport], head: Sequence[StageReport], metric: str, *, max_cv: float = 0.05) -> Comparison:
-    """Pool the per-process samples of ``metric`` over rounds and compare; inconclusive if warm-up did not converge."""
-    sides = []
-    for name, reports in (("base", base), ("head", head)):
-        groups: list[list[float]] = []
-        for r in reports:
-            m = r.metrics.get(metric)
-            if m is None or not m.samples:
-                raise InputError(None, "--metric", f"{r.stage} ({name}) recorded no samples of {metric!r}")
-            groups += [list(g) for g in m.samples]
-        sides.append(groups)
+def pooled(reports: Sequence[StageReport], metric: str, side: str) -> list[list[float]]:
+    """The per-process samples of ``metric`` over every round of one side."""
+    groups: list[list[float]] = []
+    for r in reports:
+        m = r.metrics.get(metric)
+        if m is None or not m.samples:
+            raise InputError(None, "--metric", f"{r.stage} ({side}) recorded no samples of {metric!r}")
+        groups += [list(g) for g in m.samples]
+    return groups
+
+
+def _better(reports: Sequence[StageReport], metric: str) -> Literal["lower", "higher"]:
+    return "higher" if reports[0].metrics[metric].better == "higher" else "lower"
+
+
+def judge(
+    base: Sequence[StageReport],
+    head: Sequence[StageReport],
+    metric: str,
+    *,
+    max_cv: float = 0.05,
+    plan: Plan | None = None,
+    looks: Sequence[tuple[int, int]] = (),
+    stopped: str = "",
+) -> Comparison:
+    """Pool the per-process samples of ``metric`` over rounds and compare; inconclusive if warm-up did not converge.
+
+    With ``plan``: the sequential rule at its last look (``looks``: the earlier ones), else a fixed-sample test."""
+    sides = [pooled(base, metric, "base"), pooled(head, metric, "head")]
     first = base[0].metrics[metric]
-    better: Literal["lower", "higher"] = "higher" if first.better == "higher" else "lower"
-    result = compare_runs(sides[0], sides[1], better=better, unit=first.unit, max_cv=max_cv)
+    if plan is not None:
+        result = compare_sequential(sides[0], sides[1], plan, looks, stopped=stopped, unit=first.unit)
+    else:
+        result = compare_runs(sides[0], sides[1], better=_better(base, metric), unit=first.unit, max_cv=max_cv)
     cold = [
         name
         for name, reports in (("base", base), ("head", head))
@@ -85,7 +110,10 @@ def run_ab(
     base: str,
     out: str | Path,
     stage: str = "performance_baseline",
-    rounds: int = 2,
+    rounds: int | None = None,
+    max_processes: int = 20,
+    max_seconds: float | None = None,
+    min_effect: float = 0.03,
     metric: str = "latency_ms",
     max_cv: float = 0.05,
     stage_args: Sequence[str] = (),
@@ -93,10 +121,19 @@ def run_ab(
     timeout: float = 3600.0,
     log: Callable[[str], None] = lambda _line: None,
 ) -> int:
-    """Run ``stage`` for base and head alternately, ``rounds`` times each; ``log`` gets each run's line and the
-    judge's (the CLI passes the terminal writer; nothing here prints)."""
-    if rounds < 1:
+    """Run ``stage`` for base and head alternately, a round at a time, until the judge decides; ``log`` gets
+    each run's line and the judge's (the CLI passes the terminal writer; nothing here prints).
+
+    Budget: ``max_processes`` per side (whole rounds only), ``max_seconds`` (no round starts after it),
+    ``rounds`` (at most this many). ``min_effect``: the tolerance the rounds decide on."""
+    if rounds is not None and rounds < 1:
         raise InputError(None, "--rounds", f"must be at least 1 (got {rounds})")
+    if max_processes < 3:
+        raise InputError(None, "--max-processes", f"must be at least 3 (got {max_processes})", "e.g. 20")
+    if max_seconds is not None and max_seconds <= 0:
+        raise InputError(None, "--max-seconds", f"must be positive (got {max_seconds:g})")
+    if not 0.0 < min_effect < 1.0:
+        raise InputError(None, "--min-effect", f"must lie between 0 and 1 (got {min_effect:g})", "e.g. 0.03")
     try:
         repository = git.Repo(repo, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -112,20 +149,65 @@ def run_ab(
     head_tree = Path(repository.working_tree_dir or ".")
     out = Path(out).resolve()
     reports: dict[str, list[StageReport]] = {"base": [], "head": []}
+    start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gatekeeper-ab-") as tmp:
         base_tree = Path(tmp) / "base"
         repository.git.worktree("add", "--detach", str(base_tree), sha, kill_after_timeout=GIT_TIMEOUT_S)
         try:
-            log(f"gatekeeper ab: {stage} {rounds} round(s), base {sha[:10]} vs head {head_tree}")
-            for r in range(1, rounds + 1):
+            budget = f"at most {max_processes} processes per side" + (f", {rounds} rounds" if rounds else "")
+            budget += f", {max_seconds:g} s" if max_seconds else ""
+            log(f"gatekeeper ab: {stage} in rounds until decided ({budget}), base {sha[:10]} vs head {head_tree}")
+            rule: SequentialRule | None = None
+            r = 0
+            while True:
+                r += 1
                 for side, tree in (("base", base_tree), ("head", head_tree)):
                     side_out = out / side / f"round{r}"
                     _run_stage(tree, stage, side_out, stage_args=stage_args, timeout=timeout, log=log)
                     reports[side].append(read_stage(side_out / f"{stage}.json"))
+                b, h = pooled(reports["base"], metric, "base"), pooled(reports["head"], metric, "head")
+                if rule is None:  # the plan's budget in whole rounds of the first round's size
+                    per_round = max(len(b), len(h))
+                    cap = max(per_round, per_round * (max_processes // per_round))
+                    cap = min(cap, per_round * rounds) if rounds else cap
+                    rule = SequentialRule(
+                        Plan(
+                            max_processes=max(cap, 3),
+                            better=_better(reports["base"], metric),
+                            min_effect=min_effect,
+                            max_cv=max_cv,
+                            baseline_grows=True,
+                        )
+                    )
+                step = rule.look(b, h, budget_spent=_spent(r, rounds, start, max_seconds))
+                log(f"  round {r}: {len(b)} + {len(h)} processes -> {_state(step)}")
+                if step.stop:
+                    break
         finally:
             repository.git.worktree("remove", "--force", str(base_tree), kill_after_timeout=GIT_TIMEOUT_S)
-    result = judge(reports["base"], reports["head"], metric, max_cv=max_cv)
-    summary: dict[str, Any] = {"base": sha, "stage": stage, "metric": metric, "rounds": rounds, **result.to_dict()}
+    looks = step.looks[:-1]
+    result = judge(
+        reports["base"], reports["head"], metric, max_cv=max_cv, plan=rule.plan, looks=looks, stopped=step.reason
+    )
+    summary: dict[str, Any] = {"base": sha, "stage": stage, "metric": metric, "rounds": r, **result.to_dict()}
+    summary |= {
+        "looks": [list(x) for x in step.looks],
+        "plan": rule.plan.to_dict(),
+        "seconds": time.monotonic() - start,
+    }
     write_json(out / "ab.json", summary)
-    log(result.line(f"{metric} ({stage}, base {sha[:10]} vs head, {rounds}x ABAB)"))
+    log(result.line(f"{metric} ({stage}, base {sha[:10]} vs head, {r}x ABAB)"))
     return exit_code(result)
+
+
+def _spent(done: int, rounds: int | None, start: float, max_seconds: float | None) -> str:
+    if rounds is not None and done >= rounds:
+        return f"--rounds {rounds} done"
+    if max_seconds is not None and time.monotonic() - start >= max_seconds:
+        return f"--max-seconds {max_seconds:g} spent"
+    return ""
+
+
+def _state(step: Step) -> str:
+    ratio = f"median {(step.ratio - 1) * 100:+.1f}%, " if step.ratio is not None else ""
+    return f"{ratio}{step.verdict}" if step.stop else f"{ratio}undecided, another round"

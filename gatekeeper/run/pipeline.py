@@ -26,7 +26,7 @@ __all__ = ["PipelineOptions", "run_pipeline"]
 # Reduced settings for --quick (a smoke run of the whole flow in a few minutes on a CPU).
 QUICK_ARGS: dict[str, list[str]] = {
     "functional_test": ["--seeds", "2", "--checkpoint-trials", "2"],
-    "performance_baseline": ["--processes", "3", "--iterations", "20"],
+    "performance_baseline": ["--processes", "3", "--iterations", "20", "--max-processes", "6"],
     "compatibility_check": ["--collective-max-mb", "4", "--bandwidth-sizes", "1,4"],
 }
 
@@ -104,6 +104,8 @@ def stage_argv(name: str, options: PipelineOptions) -> list[str]:
         argv += ["--channel", options.channel]
     if options.model:
         argv += ["--model", options.model]
+    if options.baseline and name == "performance_baseline":  # sequential sampling against the same baseline
+        argv += ["--baseline", options.baseline]
     if options.quick:
         argv += QUICK_ARGS.get(name, [])
     argv += list(options.stage_args.get(name, ()))

@@ -60,6 +60,10 @@ class Comparison:
     min_effect: float = 0.02
     tail_factor: float = 1.5
     unit: str = ""
+    processes: int | None = None  # candidate processes judged
+    baseline_processes: int | None = None
+    stopped: str = ""  # sequential sampling: why the run stopped adding processes ("" for a fixed number)
+    ci_label: str = "95% CI"  # "99% always-valid CI" when the interval is a sequential one
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -81,7 +85,7 @@ class Comparison:
         parts = []
         if self.ratio is not None and self.ci is not None:
             parts.append(
-                f"median {_pct(self.ratio)} [95% CI {_pct(self.ci[0], sign_only=True)}, "
+                f"median {_pct(self.ratio)} [{self.ci_label} {_pct(self.ci[0], sign_only=True)}, "
                 f"{_pct(self.ci[1], sign_only=True)}], p={_p(self.p_value)} -> {self.verdict}"
             )
         else:
@@ -101,6 +105,8 @@ class Comparison:
         text = "; ".join(parts)
         if self.verdict == "inconclusive" and self.reason:
             text += f" ({self.reason})"
+        if self.stopped:
+            text += f"; {self.processes} processes against {self.baseline_processes}, stopped: {self.stopped}"
         return f"{label}: {text}" if label else text
 
 
@@ -111,6 +117,8 @@ class _Shared(TypedDict):
     min_effect: float
     tail_factor: float
     unit: str
+    processes: int
+    baseline_processes: int
 
 
 def compare_runs(
@@ -144,7 +152,14 @@ def compare_runs(
         raise ValueError("baseline and candidate need at least one non-empty process each")
     if min(x for g in b + c for x in g) <= 0:
         raise ValueError("samples must be positive (times, rates, sizes)")
-    common: _Shared = {"better": better, "min_effect": min_effect, "tail_factor": tail_factor, "unit": unit}
+    common: _Shared = {
+        "better": better,
+        "min_effect": min_effect,
+        "tail_factor": tail_factor,
+        "unit": unit,
+        "processes": len(c),
+        "baseline_processes": len(b),
+    }
     p99 = _p99s(b, c, resamples)
     problems = _validity(
         b, c, max_cv=max_cv, baseline_cv=baseline_cv, candidate_cv=candidate_cv, min_processes=min_processes

@@ -46,20 +46,28 @@ def child(cfg: dict[str, Any], timeout: float) -> tuple[dict[str, Any] | None, s
 
 
 def measure_point(
-    ctx: StageContext, cfg: dict[str, Any], *, prefix: str = "", deadline: float | None = None
+    ctx: StageContext,
+    cfg: dict[str, Any],
+    *,
+    prefix: str = "",
+    deadline: float | None = None,
+    count: int | None = None,
+    start: int = 0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """Time ``cfg`` in --processes fresh processes: (results, clocks, why it stopped early or "").
 
     Each process is a check (``process.N``, after ``prefix``); a crashed or hung one
     fails its check and the others go on. An unsupported point or a spent
-    ``deadline`` (time.monotonic) stops before the next process.
+    ``deadline`` (time.monotonic) stops before the next process. ``count`` processes
+    instead of --processes, numbered after ``start``: a later round of sequential sampling
+    (``stages.perf.rounds``).
     """
-    processes = ctx.options.processes
+    processes = ctx.options.processes if count is None else count
     results: list[dict[str, Any]] = []
     clocks: list[dict[str, Any]] = []
-    for i in range(processes):
+    for i in range(start, start + processes):
         if deadline is not None and time.monotonic() >= deadline:
-            return results, clocks, f"the sweep budget ran out after {i} of {processes} processes"
+            return results, clocks, f"the sweep budget ran out after {i - start} of {processes} processes"
         unsupported = ""
         with ctx.rec.check(f"{prefix}process.{i + 1}") as h:
             result, error = child(cfg, ctx.common.check_timeout)

@@ -50,3 +50,106 @@ def test_truncated_file_names_position(tmp_path):
         summarize([bad])
     assert err.value.line().startswith(f"{bad}:")
     assert "malformed XML" in err.value.line()
+
+
+# --- the scan (raw bytes over a document expat checked) against the callbacks: same answers ---------------
+
+import codecs  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gatekeeper.contract import junit  # noqa: E402
+
+_TEXT = st.sampled_from(
+    ["", "x", "testcase", "a &lt;testcase&gt; b", "1 &amp; 2", "t>gt", "é", "<![CDATA[<testcase/>]]>"]
+)
+_ATTR = st.sampled_from(["", ' name="n"', ' classname="c.d" name="a&amp;b"', " name='q>1'", ' name="testcase"'])
+_PREFIX = st.sampled_from(["", "", "", "j:", "é:"])
+
+
+@st.composite
+def _case(draw: st.DrawFn, depth: int = 0) -> str:
+    p = draw(_PREFIX)
+    attrs = draw(_ATTR)
+    kids = draw(st.lists(st.sampled_from(["failure", "error", "skipped", "system-out", "properties"]), max_size=3))
+    if not kids and draw(st.booleans()):
+        return f"<{p}testcase{attrs}/>"
+    inner = ""
+    for k in kids:
+        kp = draw(_PREFIX)
+        inner += f"<{kp}{k} message='m'>{draw(_TEXT)}</{kp}{k}>" if draw(st.booleans()) else f"<{kp}{k}/>"
+    if depth == 0 and draw(st.integers(0, 9)) == 0:
+        inner += draw(_case(depth=1))  # a nested test case: not JUnit, but both ways must agree
+    return f"<{p}testcase{attrs}>{inner}{draw(_TEXT)}</{p}testcase>"
+
+
+@st.composite
+def _document(draw: st.DrawFn) -> str:
+    body = ""
+    for _ in range(draw(st.integers(0, 8))):
+        body += draw(_case())
+        extra = draw(st.integers(0, 12))
+        if extra == 0:
+            body += "<failure/>"  # outside any test case: not counted either way
+        elif extra == 1:
+            body += "<!-- <testcase name='commented'/> -->"
+        elif extra == 2:
+            body += "<testcases/><testcase-x/>"
+        elif extra == 3:
+            body += "<?pi data?>"
+    return f'<?xml version="1.0" encoding="utf-8"?>\n<testsuites><testsuite name="s">{body}</testsuite></testsuites>\n'
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=_document(), chunk=st.sampled_from([3, 7, 64, 1 << 18]))
+def test_the_scan_and_the_callbacks_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, doc: str, chunk: int
+) -> None:
+    monkeypatch.setattr(junit, "_CHUNK", chunk)  # tags cut at every place by chunk ends
+    path = tmp_path / "r.xml"
+    path.write_bytes(doc.encode("utf-8"))
+    scanned: list[str] = []
+    called: list[str] = []
+    assert junit._count(path, scanned, scan=True) == junit._count(path, called, scan=False), doc
+    assert scanned == called
+
+
+def test_the_scan_is_taken_for_plain_files_and_left_for_what_it_cannot_read(tmp_path, monkeypatch):
+    calls: list[str] = []
+    real = junit._callbacks
+
+    def spy(fh, names):
+        calls.append("callbacks")
+        return real(fh, names)
+
+    monkeypatch.setattr(junit, "_callbacks", spy)
+    plain = tmp_path / "plain.xml"
+    plain.write_text(PYTEST_STYLE)
+    assert summarize([plain]).tests == 4
+    assert calls == []
+    for name, data in (
+        ("comment.xml", PYTEST_STYLE.replace("<testsuite ", "<!-- c --><testsuite ").encode()),
+        ("utf16.xml", codecs.BOM_UTF16_LE + PYTEST_STYLE.replace("utf-8", "utf-16").encode("utf-16-le")),
+        ("cp1252.xml", PYTEST_STYLE.replace("utf-8", "windows-1252").encode()),
+    ):
+        (tmp_path / name).write_bytes(data)
+        s = summarize([tmp_path / name])
+        assert (s.tests, s.failures, s.errors, s.skipped) == (4, 1, 1, 1), name
+    assert calls == ["callbacks"] * 3
+    monkeypatch.setattr(junit, "_MAX_CARRY", 10)  # a test case bigger than the carry: callbacks from the start
+    monkeypatch.setattr(junit, "_CHUNK", 16)
+    assert summarize([plain]).failed_names == ("t.mod.bad", "t.mod.err")
+    assert calls == ["callbacks"] * 4
+
+
+def test_malformed_and_unsafe_files_fail_the_same_on_the_scan(tmp_path):
+    late = tmp_path / "late.xml"
+    late.write_text(PYTEST_STYLE + "<oops>")  # well-formed until the very end
+    with pytest.raises(InputError, match="malformed XML: junk after document element"):
+        summarize([late])
+    bomb = tmp_path / "bomb.xml"
+    bomb.write_text('<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "x">]><testsuite/>')
+    with pytest.raises(InputError, match="refused unsafe XML"):
+        summarize([bomb])

@@ -71,3 +71,16 @@ def test_quick_arguments_are_accepted_by_each_stage():
         assert name in STAGES
         parser = build_parser(load_stage(name))
         assert isinstance(parser.parse_args(args), argparse.Namespace)
+
+
+def test_the_pipeline_baseline_drives_performance_baselines_rounds():
+    from gatekeeper.run.pipeline import PipelineOptions, stage_argv
+    from stages import load_stage
+    from stages._stage import build_parser
+
+    opts = PipelineOptions(baseline="sqlite:.gatekeeper/history.db", quick=True)
+    argv = stage_argv("performance_baseline", opts)
+    assert argv[argv.index("--baseline") + 1] == "sqlite:.gatekeeper/history.db"
+    parsed = build_parser(load_stage("performance_baseline")).parse_args(argv[3:])
+    assert (parsed.baseline, parsed.max_processes) == ("sqlite:.gatekeeper/history.db", 6)
+    assert "--baseline" not in stage_argv("verify_hip", opts)

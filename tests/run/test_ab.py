@@ -98,3 +98,74 @@ def test_ab_catches_a_slower_head_in_a_tiny_repo(tmp_path: Path) -> None:
     assert 2.0 < summary["ratio"] < 8.0
     assert (tmp_path / "ab" / "base" / "round1" / "performance_baseline.json").exists()
     assert repo.git.worktree("list").count("\n") == 0  # the temporary worktree is gone
+
+
+def _tiny_repo(tmp_path: Path) -> Path:
+    repo = git.Repo.init(tmp_path / "r", initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "t")
+        cw.set_value("user", "email", "t@example.invalid")
+    (tmp_path / "r" / "a.txt").write_text("a", encoding="utf-8")
+    repo.index.add(["a.txt"])
+    repo.index.commit("a")
+    return tmp_path / "r"
+
+
+def _fake_stage(monkeypatch: pytest.MonkeyPatch, levels: dict[str, list[float]]) -> list[str]:
+    """Each stage run writes a report whose process medians are the next three of its side's levels."""
+    from gatekeeper.contract.stage_report import write_stage
+    from gatekeeper.run import ab
+
+    order: list[str] = []
+    taken = {"base": 0, "head": 0}
+
+    def run_stage(tree: Path, stage: str, out: Path, **_kw: object) -> None:
+        side = out.parent.name
+        order.append(f"{side}/{out.name}")
+        i = taken[side]
+        taken[side] += 3
+        medians = [levels[side][(i + k) % len(levels[side])] for k in range(3)]
+        write_stage(_report(medians), out)
+
+    monkeypatch.setattr(ab, "_run_stage", run_stage)
+    return order
+
+
+def test_ab_adds_interleaved_rounds_until_the_judge_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    same = [100.0, 103.0, 97.0, 102.0, 98.0, 100.0]
+    order = _fake_stage(monkeypatch, {"base": same, "head": same[::-1]})
+    log: list[str] = []
+    code = run_ab(base="main", out=tmp_path / "ab", repo=_tiny_repo(tmp_path), log=log.append)
+    summary = json.loads((tmp_path / "ab" / "ab.json").read_text(encoding="utf-8"))
+    assert code == ExitCode.PASS
+    assert summary["verdict"] == "equivalent"
+    rounds = summary["rounds"]
+    assert rounds >= 2  # three processes a side cannot rule out +6%; the rounds went on
+    assert order == [f"{side}/round{r}" for r in range(1, rounds + 1) for side in ("base", "head")]
+    assert summary["looks"] == [[3 * r, 3 * r] for r in range(1, rounds + 1)]
+    assert summary["processes"] == summary["baseline_processes"] == 3 * rounds
+    assert "ruled out" in summary["stopped"]
+    assert f"round {rounds}: {3 * rounds} + {3 * rounds} processes -> " in "\n".join(log)
+    assert f"{3 * rounds} processes against {3 * rounds}, stopped: " in "\n".join(log)
+
+
+def test_ab_stops_at_once_on_a_clear_regression_and_at_the_budget_when_unsure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = [100.0, 100.5, 99.5]
+    _fake_stage(monkeypatch, {"base": base, "head": [110.0, 110.4, 109.6]})
+    assert run_ab(base="main", out=tmp_path / "ab1", repo=_tiny_repo(tmp_path), log=lambda _line: None) == 1
+    assert json.loads((tmp_path / "ab1" / "ab.json").read_text(encoding="utf-8"))["rounds"] == 1
+    _fake_stage(monkeypatch, {"base": base, "head": [97.0, 107.0, 102.0, 105.0, 96.0, 108.0]})
+    log = []
+    code = run_ab(base="main", out=tmp_path / "ab2", repo=tmp_path / "r", max_processes=7, log=log.append)
+    summary = json.loads((tmp_path / "ab2" / "ab.json").read_text(encoding="utf-8"))
+    assert code == ExitCode.WARN
+    assert summary["verdict"] == "inconclusive"
+    assert summary["rounds"] == 2  # whole rounds of 3 within 7 processes a side
+    assert summary["stopped"].startswith("the budget of 6 processes ran out")
+    _fake_stage(monkeypatch, {"base": base, "head": [97.0, 107.0, 102.0, 105.0, 96.0, 108.0]})
+    run_ab(base="main", out=tmp_path / "ab3", repo=tmp_path / "r", max_seconds=1e-9, log=lambda _line: None)
+    summary = json.loads((tmp_path / "ab3" / "ab.json").read_text(encoding="utf-8"))
+    assert summary["rounds"] == 1
+    assert "the budget ran out (--max-seconds 1e-09 spent)" in summary["stopped"]
