@@ -40,6 +40,7 @@ def _commands() -> tuple[ModuleType, ...]:
         ab,
         advise,
         analyze,
+        bisect,
         breaker,
         cache,
         doctor,
@@ -51,7 +52,7 @@ def _commands() -> tuple[ModuleType, ...]:
         stage,
     )
 
-    return (stage, pipeline, evaluate, ab, report, matrix, advise, doctor, analyze, notify, cache, breaker)
+    return (stage, pipeline, evaluate, ab, bisect, report, matrix, advise, doctor, analyze, notify, cache, breaker)
 
 
 def build_parser() -> argparse.ArgumentParser:
