@@ -48,7 +48,7 @@ MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a Slack message is at most ~50 blocks of 30
 @dataclass(frozen=True)
 class SpoolEntry:
     path: Path
-    kind: str  # slack | gitlab
+    kind: str  # slack | gitlab | gitlab_issue
     payload: dict[str, Any]
     attempts: int
     last_error: str
@@ -73,10 +73,14 @@ def spool(directory: str | Path, kind: str, payload: dict[str, Any], error: str,
 
 def _payload_problem(kind: object, payload: object) -> str | None:
     """What is wrong with a payload for resend (None: it can be sent)."""
-    if kind not in ("slack", "gitlab"):
+    if kind not in ("slack", "gitlab", "gitlab_issue"):
         return f"unknown kind {kind!r}"
     if not isinstance(payload, Mapping):
         return "payload is not an object"
+    if kind == "gitlab_issue":
+        from gatekeeper.notify.issue import payload_problem
+
+        return payload_problem(payload)
     if kind == "slack":
         message = payload.get("message")
         if not isinstance(message, Mapping) or not isinstance(message.get("text", ""), str):

@@ -158,8 +158,8 @@ class ImageProvider:
                 f"{engine} image ls {self.image} failed: {_last_line(res.stderr)}",
                 "pull the tags first, or list them in --tags-file",
             )
-        tags = {t.strip() for t in res.stdout.splitlines() if _TAG.match(t.strip())}
-        return sorted(tags, key=version_key)[:MAX_TAGS]
+        local = {t.strip() for t in res.stdout.splitlines() if _TAG.match(t.strip())}
+        return sorted(local, key=version_key)[:MAX_TAGS]
 
     def candidates(self, good: str, bad: str) -> list[Candidate]:
         g, b = self._split(good, "--good"), self._split(bad, "--bad")
