@@ -303,7 +303,21 @@ class _Bisection:
     def decide(self, i: int, ref: int | None) -> Judgement:
         m = self.measured[i]
         reference = self.measured[ref] if ref is not None else None
-        j = decide(m, reference, judge=self.judge, add_round=self.add_round, max_processes=self.opts.max_processes)
+        try:
+            j = decide(m, reference, judge=self.judge, add_round=self.add_round, max_processes=self.opts.max_processes)
+        except InputError:
+            if not isinstance(self.judge, CommandJudge) or not m.rounds:
+                raise
+            # The last round stopped the bisection (a command killed by a signal, timed out or above 127): it
+            # decided nothing, so it is not kept as a measurement; --resume runs it again. Its output stays on disk.
+            m.rounds.pop()
+            m.reports.pop()
+            self.entry(i)["rounds"] = list(m.rounds)
+            self.entry(i)["state"] = "measured" if m.rounds else "untried"
+            if not m.rounds:
+                self.measured.pop(i, None)
+            self.save()
+            raise
         recorded_ref = None if isinstance(self.judge, CommandJudge) else ref
         decisions = [d for d in self.entry(i)["decisions"] if d["reference"] != recorded_ref]
         self.entry(i)["decisions"] = [*decisions, j.record(recorded_ref)]
