@@ -73,7 +73,7 @@ def fingerprint(environment: Mapping[str, Any] | None) -> str:
     """
     if not environment:
         return "any"
-    env = Environment.from_dict({"python": "", "host": "", **dict(environment)})
+    env = Environment.from_dict({"torch_version": None, "python": "", "host": "", **dict(environment)})
     rocm = ".".join((env.rocm_version or "").split(".")[:2])
     parts = [env.device_kind, env.arch or "?"]
     if rocm:
