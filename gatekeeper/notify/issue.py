@@ -108,7 +108,11 @@ def bisect_payload(doc: Mapping[str, Any], *, project: str, links: Mapping[str, 
     return {
         "project": project,
         "action": "bisect",
-        "signature": {k: sig.get(k) for k in ("metric", "channel", "fingerprint", "culprit")},
+        # redacted here, once: the issue's marker carries these values as they are (a command line may hold a token)
+        "signature": {
+            k: None if sig.get(k) is None else redact(str(sig[k]))
+            for k in ("metric", "channel", "fingerprint", "culprit")
+        },
         "provider": doc["request"]["provider"],
         "summary": {"run": doc["summary"]["run"], "candidates": doc["summary"]["candidates"]},
         "note": _clip(result.get("note"), 600),
@@ -202,12 +206,13 @@ def _changes_md(changes: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def render_description(payload: Mapping[str, Any]) -> str:
+def render_description(payload: Mapping[str, Any], *, secrets: list[str] | None = None) -> str:
+    """The issue's text, redacted; its first line is the marker (the signature, redacted in the payload already:
+    the redactor would take the marker's base64 for a token and break it)."""
     sig = payload["signature"]
     links = payload.get("links") or {}
     first = payload["culprits"][0] if payload["culprits"] else {}
     lines = [
-        _marker(sig),
         f"## Regression: {md_code_span(sig.get('metric'))} on the {md_code_span(sig.get('channel') or 'any')} "
         f"channel ({md_code_span(sig.get('fingerprint'))})",
         "",
@@ -252,7 +257,7 @@ def render_description(payload: Mapping[str, Any]) -> str:
     )
     if links.get("pipeline"):
         lines += ["", f"_From {md_link(links['pipeline'], 'this pipeline')}._"]
-    return "\n".join(lines) + "\n"
+    return _marker(sig) + "\n" + redact("\n".join(lines), extra=secrets) + "\n"
 
 
 def _seen_note(payload: Mapping[str, Any], what: str, reason: str) -> str:
@@ -326,7 +331,7 @@ def _publish_bisect(
 ) -> list[str]:
     sig = payload["signature"]
     key = signature_key(sig)
-    body = redact(render_description(payload), extra=secrets)
+    body = render_description(payload, secrets=secrets)
     mine = [i for i, s in ours if signature_key(s) == key]
     if not mine:
         fields = {"title": redact(title(payload), extra=secrets), "description": body, "labels": LABEL}
