@@ -358,7 +358,15 @@ class _Bisection:
                     f"{label_g} measures bad ({why})",
                     "pick an older --good, or the metric that regressed with --metric",
                 )
-            self.decide(good, good)
+            # The reference itself: no comparison to make (against itself it is neither better nor worse).
+            reference = Judgement(
+                "good", "the reference: no gate fails on it alone", processes=self.measured[good].processes()
+            )
+            self.entry(good)["decisions"] = [reference.record(good)]
+            self.save()
+            self.emit(
+                Event("decided", f"{label_g}: good ({reference.reason})", label_g, self.run_count(), decision="good")
+            )
         else:
             j = self.decide(good, None)
             if j.decision != "good":

@@ -1,5 +1,6 @@
-"""git provider, end to end on real repositories: the stage and the judge find a 20% slowdown, the exit code of a
-command finds a numerically broken operator, and an interrupted bisection resumes without measuring again."""
+"""git provider, end to end on real repositories: the stage and the judge find a 20% slowdown (the command of
+docs/release.md), an interrupted bisection resumes without measuring again, bad input. The broken operator found by
+a command's exit code is tests/bisect/test_docs_bisect.py."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ import pytest
 
 from gatekeeper import cli
 from gatekeeper.contract.bisect_report import read_bisect
-from tests.bisect.builders import broken_op_repo, commit_number, make_repo, slow_model_repo
+from tests.bisect.builders import commit_number, make_repo, slow_model_repo
+from tests.bisect.docs import documented
 
-STAGE_ARGS = ["--device", "cpu", "--model", "slowmodel:build", "--batch-size", "1"]
-STAGE_ARGS += ["--processes", "3", "--iterations", "12", "--warmup", "10"]
 # A bisection looking for a 20% step judges at half the step: "good" is then "within 10% of the good
 # candidate", which three processes show on a shared CPU, where the shipped +3% would need many more.
 GATES = """\
@@ -35,11 +35,10 @@ def _bound(n: int) -> int:
 def test_stage_and_judge_name_the_commit_that_made_the_model_20_percent_slower(tmp_path, monkeypatch, capsys):
     repo = slow_model_repo(tmp_path / "model", n=40, slow_from=23)
     monkeypatch.chdir(tmp_path / "model")
-    out = tmp_path / "bisect"
-    (tmp_path / "gates.yaml").write_text(GATES, encoding="utf-8")
-    argv = ["bisect", "--provider", "git", "--good", "first", "--bad", "main", "--stage", "performance_baseline"]
-    argv += ["--metric", "latency_ms", "--gates", str(tmp_path / "gates.yaml"), "--max-processes", "9"]
-    argv += ["--out", str(out), "--", *STAGE_ARGS]
+    (tmp_path / "model" / "gates.yaml").write_text(GATES, encoding="utf-8")
+    out = tmp_path / "model" / "bisect"
+    (argv,) = documented("bisect-stage")  # the command of docs/release.md, as it is written there
+    assert argv[argv.index("--out") + 1] == "bisect"
     code = cli.main(argv)
     printed = capsys.readouterr().out
     assert code == 0, printed
@@ -72,24 +71,6 @@ def test_stage_and_judge_name_the_commit_that_made_the_model_20_percent_slower(t
     assert (bundle / "last-good" / "performance_baseline.json").exists()
     assert json.loads((bundle / "what-changed.json").read_text())["commits"][0]["subject"] == "commit 23"
     assert repo.git.worktree("list").count("\n") == 0  # every temporary worktree is gone
-
-
-@pytest.mark.slow
-def test_exit_code_of_a_command_names_the_commit_that_broke_an_operator(tmp_path, monkeypatch, capsys):
-    repo = broken_op_repo(tmp_path / "ops", n=40, broken_from=31)
-    monkeypatch.chdir(tmp_path / "ops")
-    out = tmp_path / "bisect"
-    argv = ["bisect", "--provider", "git", "--good", "first", "--bad", "main", "--out", str(out)]
-    code = cli.main([*argv, "--", sys.executable, "check_ops.py"])
-    printed = capsys.readouterr().out
-    assert code == 0, printed
-    doc = read_bisect(out / "bisect.json")
-    first_bad = doc["candidates"][doc["result"]["first_bad"]]
-    assert commit_number(repo, first_bad["ref"]) == 31
-    assert first_bad["decisions"][-1]["reason"] == "the command exited with 1"
-    assert doc["summary"]["run"] <= _bound(40)
-    assert doc["result"]["signature"]["metric"].startswith("command: ")
-    assert "first bad: " + first_bad["ref"] in printed
 
 
 CHECK = """\
