@@ -51,3 +51,16 @@ def test_the_documented_bisection_names_the_commit_that_broke_the_operator_and_f
     assert parse_marker(issue["description"])["culprit"] == f"git:{first_bad['ref']}"
     assert "commit 31" in issue["description"]
     assert "created issue #1" in capsys.readouterr().err
+
+
+def test_the_readme_shows_the_documented_commands():
+    import re
+    import shlex
+
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"### `gatekeeper bisect`.*?```sh\n(.*?)\n```", readme, re.S)
+    assert block is not None
+    shown = [shlex.split(line)[1:] for line in block.group(1).splitlines()]
+    assert shown == documented("bisect-command")  # the same commands the test above runs
