@@ -142,3 +142,15 @@ def test_git_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     )
     assert "nothing to run" in capsys.readouterr().err
     assert not (tmp_path / "x" / "bisect.json").exists()
+
+
+def test_without_git_the_provider_says_so(tmp_path, monkeypatch, capsys):
+    make_repo(tmp_path / "r", 3, lambda i: {"n.txt": str(i)})
+    monkeypatch.chdir(tmp_path / "r")
+    empty = tmp_path / "no-tools"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    argv = ["bisect", "--provider", "git", "--good", "first", "--bad", "main", "--out", str(tmp_path / "o")]
+    assert cli.main([*argv, "--", "true"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gatekeeper: <input>:--provider git: git is not installed; hint: install git (apt-get install git)"]

@@ -183,3 +183,17 @@ def test_scheduled_run_updates_issues_and_bisects_since_green(job, tmp_path):
     (tmp_path / "calls.jsonl").unlink()
     _, calls, _ = _run_script(job, tmp_path, {"CI_PIPELINE_SOURCE": "schedule"})
     assert calls[-1] == ["notify", "issue", "--bisect", "artifacts/bisect/bisect.json"]
+
+
+def test_since_green_from_the_command_line(tmp_path, capsys):
+    from gatekeeper import cli
+
+    green = _night(tmp_path, "pass", torch="2.7.0.dev20250301", commit="a" * 40, name="g.json")
+    argv = ["bisect", "--since-green", str(tmp_path / "state.json"), "--verdict", str(green), "--index-url", INDEX]
+    assert (
+        cli.main([*argv, "--stage", "performance_baseline", "--out", str(tmp_path / "b"), "--", "--device", "cpu"]) == 0
+    )
+    assert "not bisecting" in capsys.readouterr().out
+    assert not (tmp_path / "b").exists()
+    assert cli.main(["bisect", "--verdict", str(green), "--provider", "git", "--good", "a", "--bad", "b"]) == 2
+    assert "--verdict goes with --since-green" in capsys.readouterr().err

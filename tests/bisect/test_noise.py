@@ -142,3 +142,27 @@ def test_a_good_end_that_is_slower_than_the_bad_end_is_refused(tmp_path, monkeyp
     latency = {i: 10.0 * (0.7 if i >= 5 else 1.0) for i in range(1, 11)}  # it got faster: nothing regressed
     with pytest.raises(InputError, match="measures good"):
         _bisect(tmp_path, monkeypatch, latency, sigma=sigma, max_processes=3, name="faster")
+
+
+def test_a_good_end_that_fails_a_gate_on_its_own_is_refused(tmp_path, monkeypatch):
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(
+        'version: 1\ngates:\n  latency-budget:\n    metric: performance_baseline.latency_ms\n    pass: "<= 5"\n'
+    )
+    latency = dict.fromkeys(range(1, 6), 10.0)  # 10 ms everywhere: over the 5 ms budget from the start
+    make_repo(tmp_path / "repo", 5, lambda i: {"n.txt": str(i)})
+    monkeypatch.chdir(tmp_path / "repo")
+    monkeypatch.setattr(Runner, "run", _fake_stage(latency, 0.005))
+    opts = BisectOptions(
+        provider="git",
+        good="first",
+        bad="main",
+        out=tmp_path / "o",
+        stage="performance_baseline",
+        gates=gates,
+        max_processes=3,
+        bundle=False,
+        repo=tmp_path / "repo",
+    )
+    with pytest.raises(InputError, match=r"measures bad \(latency-budget fail on it alone\)"):
+        run_bisect(opts)

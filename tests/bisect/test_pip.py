@@ -27,6 +27,8 @@ def test_names_the_wrong_version_and_skips_one_that_cannot_be_installed(tmp_path
     # 1.0.11 needs a torch nobody has: with the job's torch pinned, pip cannot install it (and must not fetch one)
     (wheels / "gkops-1.0.11-py3-none-any.whl").unlink()
     write_wheel(wheels, "gkops", "1.0.11", {"gkops/__init__.py": OPS.format(n=11, body=GELU_RIGHT)}, ("torch>=99",))
+    # ... and the index offers one: a stand-in for the CUDA torch a public index would give. It must never be taken.
+    write_wheel(wheels, "torch", "99.0", {"torch/__init__.py": "raise ImportError('not the job torch')\n"})
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "bisect"
     argv = ["bisect", "--provider", "pip", "--package", "gkops", "--find-links", str(wheels)]

@@ -5,10 +5,13 @@ versions``, so only versions installable on this Python and platform count),
 ordered by version (PEP 440: ``2.7.0.dev20250301`` before ``2.7.0.dev20250302``).
 
 Each candidate gets a venv that inherits nothing from the job's: made with
-``python -m venv --without-pip`` (no ensurepip: a fraction of a second instead
-of many) and filled by the job's own pip through ``pip --python`` and
-``--isolated`` (no pip.conf, no ``PIP_*`` variables: only the index or
-directory given to bisect is used).
+``python -m venv --without-pip`` (no ensurepip: seconds instead of many, and
+no bundled setuptools in the way; benchmarks/bisect_venv.py) and filled by the
+job's own pip through ``pip --python``, with ``--isolated`` and
+``XDG_CONFIG_DIRS`` pointing at an empty directory: no user or XDG pip.conf and
+no ``PIP_*`` variable (a machine's constraints or extra indexes) applies, only
+the index or directory given to bisect (``/etc/pip.conf``, which pip always
+reads, is the one exception).
 
 **The torch floor rules hold.** pip must never pick a torch for the venv (from a
 public index that is a multi-GB CUDA build). Unless the package under test *is*
@@ -88,6 +91,7 @@ class PipProvider:
         self.with_gatekeeper = with_gatekeeper
         self._links: Path | None = None
         self._pinned: dict[str, str] = {}
+        self._no_config: Path | None = None
 
     def options(self) -> dict[str, str | None]:
         return {"package": self.package, "index_url": self.index_url, "find_links": self.find_links}
@@ -102,8 +106,19 @@ class PipProvider:
     def _pip(self) -> list[str]:
         return [sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check", "--no-input"]
 
+    def _pip_env(self) -> dict[str, str]:
+        """No PIP_* variable, and no XDG site configuration: --isolated alone still reads /etc/xdg/pip/pip.conf."""
+        if self._no_config is None:
+            import atexit
+            import tempfile
+
+            # private (0700) and empty: a shared fixed path in /tmp could be given a pip.conf by someone else
+            self._no_config = Path(tempfile.mkdtemp(prefix="gatekeeper-pip-noconfig-"))
+            atexit.register(shutil.rmtree, self._no_config, True)
+        return clean_env({"XDG_CONFIG_DIRS": str(self._no_config)}, drop=_pip_variables())
+
     def check_tools(self) -> None:
-        res = proc.run([*self._pip(), "--version"], timeout=60)
+        res = proc.run([*self._pip(), "--version"], timeout=60, env=self._pip_env())
         if not res.ok:
             raise InputError(
                 None,
@@ -132,7 +147,9 @@ class PipProvider:
         if g > b:
             raise InputError(None, "--good", f"{good!r} is not older than --bad {bad!r}", "swap them")
         res = proc.run(
-            [*self._pip(), "index", "versions", self.package, "--pre", *self._source()], timeout=LIST_TIMEOUT_S
+            [*self._pip(), "index", "versions", self.package, "--pre", *self._source()],
+            timeout=LIST_TIMEOUT_S,
+            env=self._pip_env(),
         )
         line = next((x for x in res.stdout.splitlines() if x.startswith("Available versions:")), None)
         if not res.ok or line is None:
@@ -201,7 +218,7 @@ class PipProvider:
             constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(self._pinned.items())), encoding="utf-8")
             argv += ["--constraint", str(constraints)]
         argv.append(f"{self.package}=={candidate.ref}")
-        res = proc.run(argv, timeout=PIP_TIMEOUT_S, env=clean_env(drop=_pip_variables()))
+        res = proc.run(argv, timeout=PIP_TIMEOUT_S, env=self._pip_env())
         if not res.ok:
             shutil.rmtree(venv, ignore_errors=True)
             raise Unavailable(f"pip install {self.package}=={candidate.ref} failed: {_pip_reason(res)}")
