@@ -100,3 +100,28 @@ def test_cli_pip_option_errors_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "--package" in err[0]
+
+
+@pytest.mark.slow
+def test_a_stage_runs_on_the_python_of_a_candidate_venv(tmp_path):
+    """--stage with --provider pip: gatekeeper and its requirements are linked into the venv, the stage runs there."""
+    from gatekeeper.bisect.providers.base import OUT, Candidate
+    from gatekeeper.contract.stage_report import read_stage
+    from gatekeeper.core import proc
+
+    wheels = tmp_path / "wheels"
+    gelu_wheels(wheels, count=2, wrong_from=3)
+    provider = PipProvider(package="gkops", find_links=str(wheels), with_gatekeeper=True)
+    prepared = provider.prepare(Candidate(0, "1.0.1", "1.0.1"), tmp_path / "work")
+    out = tmp_path / "out"
+    out.mkdir()
+    inv = prepared.render(
+        ["-m", "gatekeeper", "stage", "verify_hip", "--device", "cpu", "--out", OUT], out, python=True
+    )
+    assert inv.argv[0] == str(tmp_path / "work" / "venv-0000" / "bin" / "python")
+    res = proc.run(inv.argv, timeout=600, env=inv.env, cwd=inv.cwd)
+    assert res.ok, res.stderr[-2000:]
+    report = read_stage(out / "verify_hip.json")
+    assert report.environment.torch_version == importlib.metadata.version("torch")
+    provider.cleanup(prepared)
+    assert not (tmp_path / "work" / "venv-0000").exists()
