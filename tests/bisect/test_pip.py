@@ -80,6 +80,10 @@ def test_version_range_and_options_are_checked_before_anything_runs(tmp_path):
         PipProvider(package=None, find_links=str(wheels))
     with pytest.raises(InputError, match="is not a directory"):
         PipProvider(package="gkops", find_links=str(tmp_path / "none"))
+    # bisecting torch itself from PyPI would put a CUDA build of several GB in every venv
+    with pytest.raises(InputError, match="CUDA builds"):
+        PipProvider(package="torch", index_url="https://pypi.org/simple")
+    PipProvider(package="torch", index_url="https://download.pytorch.org/whl/nightly/rocm6.2")
 
 
 def test_the_job_torch_is_linked_unless_torch_is_what_is_bisected():

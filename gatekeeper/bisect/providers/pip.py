@@ -84,6 +84,13 @@ class PipProvider:
             )
         if find_links and not Path(find_links).is_dir():
             raise InputError(find_links, "", "--find-links is not a directory", "give the directory of the wheels")
+        if canonicalize_name(package) == "torch" and index_url and _is_pypi(index_url):
+            raise InputError(
+                None,
+                "--index-url",
+                "the torch wheels of PyPI are CUDA builds of several GB: never for a bisection venv",
+                "give the index of the device's flavour, e.g. https://download.pytorch.org/whl/nightly/rocm6.2 or .../cpu",
+            )
         self.package = package
         self.key = canonicalize_name(package)
         self.index_url = index_url
@@ -329,6 +336,13 @@ def _installed(site: Path) -> dict[str, str]:
 
 def _linked_versions(links: Path | None) -> dict[str, str]:
     return _installed(links) if links is not None else {}
+
+
+def _is_pypi(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("pypi.org", "pypi.python.org", "files.pythonhosted.org") or host.endswith(".pypi.org")
 
 
 def _parse(text: str, option: str) -> Version:
