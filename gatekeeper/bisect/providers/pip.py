@@ -89,7 +89,7 @@ class PipProvider:
                 None,
                 "--index-url",
                 "the torch wheels of PyPI are CUDA builds of several GB: never for a bisection venv",
-                "give the index of the device's flavour, e.g. https://download.pytorch.org/whl/nightly/rocm6.2 or .../cpu",
+                "give the index of the device's flavour, e.g. https://download.pytorch.org/whl/nightly/rocm6.2",
             )
         self.package = package
         self.key = canonicalize_name(package)
