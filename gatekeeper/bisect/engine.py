@@ -408,6 +408,8 @@ class _Bisection:
             found.append(f)
             if f.first_bad == bad or not isinstance(self.judge, StageJudge):
                 break
+            if self.measured[f.first_bad].report() is None:
+                break  # its stage wrote no result: nothing later can be judged against it
             # A further culprit only where the data already shows one: the bad end against the first bad
             # candidate, with what both have measured (no processes are added to look for it).
             m_bad, m_first = self.measured[bad], self.measured[f.first_bad]
