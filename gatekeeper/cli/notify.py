@@ -30,7 +30,7 @@ def _cmd_notify_gitlab(args: argparse.Namespace) -> int:
 
 
 def _cmd_notify_issue(args: argparse.Namespace) -> int:
-    from gatekeeper.notify import notify_issue
+    from gatekeeper.notify.issue import notify_issue
 
     return notify_issue(
         bisect=args.bisect,

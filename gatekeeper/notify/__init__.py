@@ -26,7 +26,7 @@ from gatekeeper.notify.gitlab_note import commit_status, note_body, publish
 from gatekeeper.notify.slack import SlackSendError, SlackTarget, send
 from gatekeeper.notify.slack_message import build_message
 
-__all__ = ["notify_gitlab", "notify_issue", "notify_slack", "resend"]
+__all__ = ["notify_gitlab", "notify_slack", "resend"]
 
 Log = Callable[[str], None]
 
@@ -53,15 +53,9 @@ def notify_slack(
     now = now or dt.datetime.now(dt.timezone.utc)
     alert = load_alert(verdict, analysis, env)
     common: dict[str, Any] = {
-        "spool_dir": spool_dir,
-        "channel": channel,
-        "repeat_after_h": repeat_after_h,
-        "timeout": timeout,
-        "retries": retries,
-        "env": env,
-        "now": now,
-        "log": log,
-    }
+        "spool_dir": spool_dir, "channel": channel, "repeat_after_h": repeat_after_h, "timeout": timeout,
+        "retries": retries, "env": env, "now": now, "log": log,
+    }  # fmt: skip
     if state is None:
         return _slack(alert, None, **common)
     # The state is read, decided on and written under one lock: concurrent jobs neither lose
@@ -238,78 +232,4 @@ def resend(
         if problems
         else f"gatekeeper: notify --resend: {sent} sent, {failed} still pending, 0 unreadable{others}"
     )
-    return ExitCode.PASS
-
-
-def notify_issue(
-    *,
-    bisect: str | Path | None = None,
-    verdict: str | Path | None = None,
-    project: str | None = None,
-    bundle_url: str | None = None,
-    spool_dir: str | Path = "alerts",
-    timeout: float = 20.0,
-    retries: int = 3,
-    environ: Mapping[str, str] | None = None,
-    log: Log = _stderr,
-) -> int:
-    """The regression issue of a bisection (``bisect``), or a verdict's news for open ones (``verdict``).
-
-    The target project is ``project`` or the job's ``CI_PROJECT_ID`` (never a value read from an artifact).
-    """
-    from gatekeeper.notify import issue
-
-    env = os.environ if environ is None else environ
-    if bool(bisect) == bool(verdict):
-        raise InputError(
-            None,
-            "notify issue",
-            "give exactly one of --bisect and --verdict",
-            "--bisect bisect/bisect.json files the issue; --verdict V comments or closes",
-        )
-    links = {"pipeline": env.get("CI_PIPELINE_URL"), "job": env.get("CI_JOB_URL"), "bundle": bundle_url}
-    target = project or env.get("CI_PROJECT_ID") or env.get("CI_PROJECT_PATH")
-    if bisect:
-        from gatekeeper.contract.bisect_report import read_bisect
-
-        doc = read_bisect(bisect)
-        if doc["status"] != "done" or not doc["result"]:
-            raise InputError(
-                bisect,
-                "status",
-                f"the bisection is {doc['status']}, not done",
-                "finish it with gatekeeper bisect --resume, then file the issue",
-            )
-        if not bundle_url and doc["result"].get("repro_bundle") and env.get("CI_JOB_URL"):
-            bundle = Path(bisect).parent / doc["result"]["repro_bundle"]
-            try:
-                rel = bundle.resolve().relative_to(Path(env.get("CI_PROJECT_DIR") or Path.cwd()).resolve())
-                links["bundle"] = f"{env['CI_JOB_URL']}/artifacts/browse/{rel.as_posix()}/"
-            except ValueError:
-                pass
-        payload = issue.bisect_payload(doc, project=str(target or ""), links=links)
-    else:
-        from gatekeeper.contract.verdict import read_verdict
-
-        payload = issue.verdict_payload(read_verdict(str(verdict)), project=str(target or ""), links=links)
-    if not target:
-        log("gatekeeper: notify issue: CI_PROJECT_ID not set and no --project: not in a GitLab pipeline, nothing sent")
-        return ExitCode.PASS
-    client = client_from_env(env, timeout=(min(timeout, 5.0), timeout), retries=retries)
-    if client is None:
-        log(
-            f"gatekeeper: notify issue: {TOKEN_VARIABLE} or CI_API_V4_URL not set: no issue filed "
-            "(CI_JOB_TOKEN cannot write issues; add a project access token with api scope as a masked variable)"
-        )
-        return ExitCode.PASS
-    try:
-        for line in issue.publish(client, payload):
-            log(f"gatekeeper: notify issue: {line}")
-    except Exception as err:  # GitLabError, or a bug: either way the data is spooled, never lost
-        path = spool.spool(spool_dir, "gitlab_issue", payload, _describe(err), secrets=[client.token])
-        log(
-            redact(
-                f"gatekeeper: notify issue: not delivered: {_describe(err)}; spooled to {path}", extra=[client.token]
-            )
-        )
     return ExitCode.PASS

@@ -28,16 +28,33 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from gatekeeper.contract.bisect_report import fingerprint, signature_key
+from gatekeeper.core.errors import InputError
 from gatekeeper.core.escape import ZWSP, md_code_span, md_link, md_text, terminal
-from gatekeeper.core.gitlab_api import RETRY_STATUSES, GitLabClient, GitLabError
+from gatekeeper.core.exitcodes import ExitCode
+from gatekeeper.core.gitlab_api import RETRY_STATUSES, TOKEN_VARIABLE, GitLabClient, GitLabError, client_from_env
 from gatekeeper.core.redact import redact
+from gatekeeper.notify import spool
 
-__all__ = ["LABEL", "MARKER", "bisect_payload", "parse_marker", "publish", "render_description", "verdict_payload"]
+Log = Callable[[str], None]
+
+__all__ = [
+    "LABEL",
+    "MARKER",
+    "bisect_payload",
+    "notify_issue",
+    "parse_marker",
+    "publish",
+    "render_description",
+    "verdict_payload",
+]
 
 LABEL = "gatekeeper-regression"
 MARKER = "<!-- gatekeeper:regression:"
@@ -398,3 +415,83 @@ def payload_problem(payload: Mapping[str, Any]) -> str | None:
             return "issue payload has no gates or channel"
         return None
     return "issue payload has an unknown action"
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _describe(err: Exception) -> str:
+    return str(err) if isinstance(err, GitLabError) else f"unexpected {type(err).__name__}: {err}"
+
+
+def notify_issue(
+    *,
+    bisect: str | Path | None = None,
+    verdict: str | Path | None = None,
+    project: str | None = None,
+    bundle_url: str | None = None,
+    spool_dir: str | Path = "alerts",
+    timeout: float = 20.0,
+    retries: int = 3,
+    environ: Mapping[str, str] | None = None,
+    log: Log = _stderr,
+) -> int:
+    """The regression issue of a bisection (``bisect``), or a verdict's news for open ones (``verdict``).
+
+    The target project is ``project`` or the job's ``CI_PROJECT_ID`` (never a value read from an artifact).
+    """
+    env = os.environ if environ is None else environ
+    if bool(bisect) == bool(verdict):
+        raise InputError(
+            None,
+            "notify issue",
+            "give exactly one of --bisect and --verdict",
+            "--bisect bisect/bisect.json files the issue; --verdict V comments or closes",
+        )
+    links = {"pipeline": env.get("CI_PIPELINE_URL"), "job": env.get("CI_JOB_URL"), "bundle": bundle_url}
+    target = project or env.get("CI_PROJECT_ID") or env.get("CI_PROJECT_PATH")
+    if bisect:
+        from gatekeeper.contract.bisect_report import read_bisect
+
+        doc = read_bisect(bisect)
+        if doc["status"] != "done" or not doc["result"]:
+            raise InputError(
+                bisect,
+                "status",
+                f"the bisection is {doc['status']}, not done",
+                "finish it with gatekeeper bisect --resume, then file the issue",
+            )
+        if not bundle_url and doc["result"].get("repro_bundle") and env.get("CI_JOB_URL"):
+            bundle = Path(bisect).parent / doc["result"]["repro_bundle"]
+            try:
+                rel = bundle.resolve().relative_to(Path(env.get("CI_PROJECT_DIR") or Path.cwd()).resolve())
+                links["bundle"] = f"{env['CI_JOB_URL']}/artifacts/browse/{rel.as_posix()}/"
+            except ValueError:
+                pass
+        payload = bisect_payload(doc, project=str(target or ""), links=links)
+    else:
+        from gatekeeper.contract.verdict import read_verdict
+
+        payload = verdict_payload(read_verdict(str(verdict)), project=str(target or ""), links=links)
+    if not target:
+        log("gatekeeper: notify issue: CI_PROJECT_ID not set and no --project: not in a GitLab pipeline, nothing sent")
+        return ExitCode.PASS
+    client = client_from_env(env, timeout=(min(timeout, 5.0), timeout), retries=retries)
+    if client is None:
+        log(
+            f"gatekeeper: notify issue: {TOKEN_VARIABLE} or CI_API_V4_URL not set: no issue filed "
+            "(CI_JOB_TOKEN cannot write issues; add a project access token with api scope as a masked variable)"
+        )
+        return ExitCode.PASS
+    try:
+        for line in publish(client, payload):
+            log(f"gatekeeper: notify issue: {line}")
+    except Exception as err:  # GitLabError, or a bug: either way the data is spooled, never lost
+        path = spool.spool(spool_dir, "gitlab_issue", payload, _describe(err), secrets=[client.token])
+        log(
+            redact(
+                f"gatekeeper: notify issue: not delivered: {_describe(err)}; spooled to {path}", extra=[client.token]
+            )
+        )
+    return ExitCode.PASS

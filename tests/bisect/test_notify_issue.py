@@ -14,8 +14,8 @@ from gatekeeper import cli
 from gatekeeper.bisect import BisectOptions, run_bisect
 from gatekeeper.contract.bisect_report import write_bisect
 from gatekeeper.contract.verdict import GateResult, Outcome
-from gatekeeper.notify import notify_issue, resend
-from gatekeeper.notify.issue import LABEL, MARKER, parse_marker
+from gatekeeper.notify import resend
+from gatekeeper.notify.issue import LABEL, MARKER, notify_issue, parse_marker
 from tests.bisect.builders import make_repo
 from tests.support.fake_http import FakeServer, Reply, Seen
 from tests.support.notify_inputs import write_verdict
