@@ -40,6 +40,7 @@ def _commands() -> tuple[ModuleType, ...]:
         ab,
         advise,
         analyze,
+        bisect,
         breaker,
         cache,
         doctor,
@@ -53,7 +54,7 @@ def _commands() -> tuple[ModuleType, ...]:
         stage,
     )
 
-    first = (stage, pipeline, gpu_check, evaluate, ab, report, matrix, advise, history)
+    first = (stage, pipeline, gpu_check, evaluate, ab, bisect, report, matrix, advise, history)
     return (*first, doctor, analyze, notify, cache, breaker)
 
 

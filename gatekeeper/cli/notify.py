@@ -33,6 +33,20 @@ def _cmd_notify_gitlab(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_notify_issue(args: argparse.Namespace) -> int:
+    from gatekeeper.notify.issue import notify_issue
+
+    return notify_issue(
+        bisect=args.bisect,
+        verdict=args.verdict,
+        project=args.project,
+        bundle_url=args.bundle_url,
+        spool_dir=args.spool,
+        timeout=args.timeout,
+        log=terminal.err,
+    )
+
+
 def _cmd_notify_resend(args: argparse.Namespace) -> int:
     from gatekeeper.notify import resend
 
@@ -72,3 +86,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             q.add_argument("--state", help="alert state file (no storms: alert on start, recovery, repeat)")
             q.add_argument("--channel", help="channel for SLACK_BOT_TOKEN (default: $SLACK_CHANNEL)")
             q.add_argument("--repeat-after", type=float, default=24.0, metavar="HOURS", help="default 24")
+    q = nsub.add_parser(
+        "issue",
+        help="one GitLab issue per regression signature: filed from a bisection, commented, closed on recovery",
+    )
+    q.add_argument("--bisect", help="bisect.json of a finished gatekeeper bisect: create or update its issue")
+    q.add_argument("--verdict", help="a verdict.json: comment on (still failing) or close (recovered) open issues")
+    q.add_argument("--project", help="the GitLab project (default: the job's CI_PROJECT_ID)")
+    q.add_argument("--bundle-url", help="link to the repro bundle (default: the job's artifacts, from CI_JOB_URL)")
+    q.add_argument("--spool", default="alerts", metavar="DIR", help="undelivered messages go to DIR/pending/")
+    q.add_argument("--timeout", type=float, default=10.0, help="seconds per HTTP request (default 10)")
+    q.set_defaults(handler=_cmd_notify_issue)

@@ -84,6 +84,10 @@ def run(
     except subprocess.TimeoutExpired:
         out, err = kill_group(child)
         return ProcResult(argv, None, out, err, True, time.monotonic() - start)
+    except KeyboardInterrupt:
+        # The child has its own session, so Ctrl-C did not reach it: end it (and its group) before giving up.
+        kill_group(child)
+        raise
 
 
 def kill_group(child: subprocess.Popen) -> tuple[str, str]:

@@ -243,7 +243,9 @@ def resend(
             continue
         try:
             refusal = spool.signature_problem(entry, key) or _target_problem(entry, job, env)
-            if refusal is None:
+            if refusal is None and entry.kind == "gitlab_issue":
+                alert, target = None, _entry_issue(entry)
+            elif refusal is None:
                 alert, target = _entry_alert(entry)
         except (InputError, ValueError, TypeError, KeyError, AttributeError) as err:
             refusal = f"data does not validate: {err}"
@@ -253,7 +255,7 @@ def resend(
             continue
         secrets: list[str] = []
         try:
-            if entry.kind == "slack":
+            if entry.kind == "slack" and alert is not None:
                 slack_target = SlackTarget.from_env(env, channel=target.get("channel"))
                 if slack_target is None:
                     raise SlackSendError("Slack is not configured (SLACK_WEBHOOK_URL or SLACK_BOT_TOKEN)")
@@ -266,7 +268,12 @@ def resend(
                 if client is None:
                     raise GitLabError(f"{TOKEN_VARIABLE} or CI_API_V4_URL not set")
                 secrets = [client.token]
-                publish(client, _gitlab_payload(alert, target))
+                if entry.kind == "gitlab_issue":
+                    from gatekeeper.notify import issue
+
+                    issue.publish(client, {**target["issue"], "project": target["project"]})
+                elif alert is not None:
+                    publish(client, _gitlab_payload(alert, target))
         except (SlackSendError, GitLabError) as err:
             failed += 1
             spool.release(entry, str(err), secrets=secrets)
@@ -289,16 +296,30 @@ def _target_problem(entry: spool.SpoolEntry, job: PipelineContext, env: Mapping[
     if not isinstance(target, Mapping):
         return "data has no target"
     project, mine = target.get("project"), job_project(env)
-    if entry.kind == "gitlab" and not mine:
+    if entry.kind in ("gitlab", "gitlab_issue") and not mine:
         return "a GitLab message, and this job has no CI_PROJECT_ID to check it against"
     if (str(project) if project is not None else None) != mine:
         return f"for project {project!r}, this job is in project {mine!r}: refused"
-    if job.mr_iid and str(target.get("mr_iid")) != job.mr_iid:
+    if entry.kind != "gitlab_issue" and job.mr_iid and str(target.get("mr_iid")) != job.mr_iid:
         return f"for merge request {target.get('mr_iid')!r}, this job is in merge request {job.mr_iid!r}: refused"
     return None
 
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _entry_issue(entry: spool.SpoolEntry) -> dict[str, Any]:
+    """A regression issue's target and data from a (signed) entry, validated again: ValueError if not valid.
+    The issue is re-rendered from this data at send time (notify/issue.py escapes and redacts it)."""
+    from gatekeeper.notify.issue import payload_problem
+
+    target, payload = entry.data.get("target"), entry.data.get("issue")
+    if not isinstance(target, Mapping) or not isinstance(payload, Mapping):
+        raise ValueError("an issue entry needs a target and an issue object")
+    problem = payload_problem(payload)
+    if problem:
+        raise ValueError(problem)
+    return {"project": str(target["project"]), "issue": dict(payload)}
 
 
 def _entry_alert(entry: spool.SpoolEntry) -> tuple[Alert, dict[str, Any]]:

@@ -58,12 +58,13 @@ KEY_VARIABLE = "GATEKEEPER_SPOOL_KEY"
 STALE_CLAIM_S = 3600.0
 MAX_ENTRY_BYTES = 16 * 1024 * 1024  # a verdict of a few hundred gates and its analysis fit many times over
 _MAC = re.compile(r"[0-9a-f]{64}")
+KINDS = ("slack", "gitlab", "gitlab_issue")  # gitlab_issue: a regression issue's data (notify/issue.py)
 
 
 @dataclass(frozen=True)
 class SpoolEntry:
     path: Path
-    kind: str  # slack | gitlab
+    kind: str  # slack | gitlab | gitlab_issue
     data: dict[str, Any]  # target, verdict, analysis, context, links, ... (see notify.resend)
     attempts: int
     last_error: str
@@ -139,7 +140,7 @@ def _read(path: Path) -> SpoolEntry:
         raise ValueError("an entry of an older gatekeeper (rendered text, unsigned): never sent")
     if doc.get("schema") != SPOOL_SCHEMA:
         raise ValueError(f"not a {SPOOL_SCHEMA} entry")
-    if doc.get("kind") not in ("slack", "gitlab"):
+    if doc.get("kind") not in KINDS:
         raise ValueError(f"unknown kind {doc.get('kind')!r}")
     if not isinstance(doc.get("data"), dict):
         raise ValueError("data is not an object")

@@ -21,6 +21,7 @@ SCHEMA_FILES = {
     "gatekeeper.matrix/v1": "matrix.v1.json",
     "gatekeeper.known_issues/v1": "known_issues.v1.json",
     "gatekeeper.analysis/v1": "analysis.v1.json",
+    "gatekeeper.bisect/v1": "bisect.v1.json",
 }
 
 

@@ -1,0 +1,549 @@
+"""``gatekeeper bisect``: from a known good and a known bad candidate to the first bad one.
+
+The sequence: check the provider's tools and the request (bad input is one
+line, exit 2, before anything runs); list the candidates; measure the good and
+the bad ends (the good must measure good and the bad bad, else there is nothing
+to bisect); search (``search.first_bad``), deciding each candidate with
+``decide.decide``; look whether the data shows a further culprit after the
+first; then write what changed and a reproduction bundle.
+
+bisect.json is written atomically after every round and every decision, so an
+interrupted run loses no finished measurement and ``--resume`` continues from
+it. Progress is reported as ``Event``s to the caller (the CLI prints them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gatekeeper import __version__
+from gatekeeper.bisect.decide import CommandJudge, Judge, Judgement, StageJudge, decide, select_gates
+from gatekeeper.bisect.measure import Measured, Runner
+from gatekeeper.bisect.providers import Candidate, Prepared, Provider, Unavailable, make_provider
+from gatekeeper.bisect.search import Found, first_bad, max_decisions
+from gatekeeper.contract.bisect_report import fingerprint, read_bisect, write_bisect
+from gatekeeper.contract.stage_names import STAGE_NAMES
+from gatekeeper.core import budgets, files
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.exitcodes import ExitCode
+
+__all__ = ["BisectOptions", "BisectResult", "Event", "run_bisect"]
+
+MAX_CULPRITS = 5
+EventKind = Literal["start", "step", "round", "decided", "note", "done"]
+
+
+@dataclass(frozen=True)
+class BisectOptions:
+    provider: str
+    good: str
+    bad: str
+    out: Path
+    stage: str | None = None
+    stage_args: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    metric: str | None = None
+    channel: str | None = None
+    gates: Path | None = None
+    max_processes: int = 15
+    timeout: float = 3600.0
+    resume: bool = False
+    provider_options: Mapping[str, str | None] = field(default_factory=dict)
+    repo: Path = Path(".")
+    bundle: bool = True
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: EventKind
+    text: str
+    candidate: str = ""  # label
+    run: int = 0  # candidates run so far
+    expected: int = 0  # ceil(log2 N) + 2
+    decision: str = ""
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    path: Path  # bisect.json
+    doc: dict[str, Any]
+    exit_code: int
+
+
+class _Bisection:
+    """The state of one run: the document, the measurements, the prepared environments."""
+
+    def __init__(self, opts: BisectOptions, emit: Callable[[Event], None]) -> None:
+        self.opts = opts
+        self.emit = emit
+        self.out = Path(opts.out).resolve()
+        self.path = self.out / "bisect.json"
+        self.provider: Provider = make_provider(
+            opts.provider, opts.provider_options, stage_mode=bool(opts.stage), repo=opts.repo
+        )
+        self.prepared: dict[int, Prepared] = {}
+        self.measured: dict[int, Measured] = {}
+        self.reused = 0
+        self.workdir: Path | None = None
+        self.runner = Runner(
+            out=self.out,
+            stage=opts.stage,
+            stage_args=self._stage_args(),
+            command=opts.command,
+            metric=opts.metric,
+            timeout=opts.timeout,
+        )
+        self.doc: dict[str, Any] = {}
+        self.cands: list[Candidate] = []
+        self.judge: Judge = CommandJudge([])
+        self.ref = 0
+        self.step = 0
+
+    # ------------------------------------------------------------------ request
+
+    def _stage_args(self) -> list[str]:
+        args = list(self.opts.stage_args)
+        if self.opts.stage and self.opts.channel and "--channel" not in args:
+            args += ["--channel", self.opts.channel]
+        return args
+
+    def channel(self) -> str:
+        return self.opts.channel or os.environ.get("GATEKEEPER_CHANNEL") or "stable"
+
+    def request(self, gates_file: str | None, gates_sha: str | None) -> dict[str, Any]:
+        o = self.opts
+        return {
+            "provider": o.provider,
+            "good": o.good,
+            "bad": o.bad,
+            "mode": "stage" if o.stage else "command",
+            "stage": o.stage,
+            "stage_args": list(o.stage_args),
+            "command": list(o.command),
+            "metric": o.metric,
+            "channel": o.channel,
+            "gates_file": gates_file,
+            "gates_sha256": gates_sha,
+            "max_processes": o.max_processes,
+            "timeout_s": float(o.timeout),
+            "options": dict(self.provider.options().items()),
+        }
+
+    def validate(self) -> None:
+        o = self.opts
+        if o.stage and o.command:
+            raise InputError(None, "--stage", "give either --stage or -- COMMAND, not both", "drop one")
+        if not o.stage and not o.command:
+            raise InputError(None, "--stage", "nothing to run", "give --stage NAME or -- COMMAND after the options")
+        if o.stage and o.stage not in STAGE_NAMES:
+            raise InputError(None, "--stage", f"{o.stage!r} is not a stage", f"use one of {', '.join(STAGE_NAMES)}")
+        if o.metric and not o.stage:
+            raise InputError(
+                None, "--metric", "a metric is judged in --stage mode only", "drop --metric, or use --stage"
+            )
+        if o.max_processes < 1:
+            raise InputError(None, "--max-processes", f"must be at least 1 (got {o.max_processes})")
+        if o.timeout <= 0:
+            raise InputError(None, "--timeout", f"must be positive (got {o.timeout})")
+
+    def load_gates(self) -> tuple[str | None, str | None]:
+        if not self.opts.stage:
+            return None, None
+        from gatekeeper.evaluate.gates import default_gates_path, load_gates_text
+
+        path = default_gates_path(self.opts.gates)
+        text = files.read_text(path, what="gates file", max_bytes=budgets.MAX_YAML_BYTES)
+        gates = select_gates(
+            load_gates_text(text, str(path)), stage=self.opts.stage, metric=self.opts.metric, channel=self.channel()
+        )
+        self.judge = StageJudge(gates, stage=self.opts.stage, channel=self.channel(), labels=[])
+        return str(path), hashlib.sha256(text.encode()).hexdigest()
+
+    # ------------------------------------------------------------------ document
+
+    def start(self) -> None:
+        self.validate()
+        self.provider.check_tools()
+        gates_file, gates_sha = self.load_gates()
+        request = self.request(gates_file, gates_sha)
+        if self.opts.resume:
+            self.resume(request)
+        else:
+            if self.path.exists():
+                raise InputError(
+                    self.path,
+                    "",
+                    "a bisection is already recorded here",
+                    "continue it with --resume, or choose another --out",
+                )
+            self.cands = self.provider.candidates(self.opts.good, self.opts.bad)
+            now = _now()
+            self.doc = {
+                "schema": "gatekeeper.bisect/v1",
+                "gatekeeper_version": __version__,
+                "status": "running",
+                "started_at": now,
+                "updated_at": now,
+                "request": request,
+                "candidates": [
+                    {**c.to_dict(), "state": "untried", "unavailable": None, "facts": {}, "rounds": [], "decisions": []}
+                    for c in self.cands
+                ],
+                "summary": {"candidates": len(self.cands), "run": 0, "max_decisions": max_decisions(len(self.cands))},
+                "result": None,
+            }
+            self.save()
+        labels = [c.label for c in self.cands]
+        if isinstance(self.judge, StageJudge):
+            self.judge.labels = labels
+        else:
+            self.judge = CommandJudge(labels)
+
+    def resume(self, request: dict[str, Any]) -> None:
+        if not self.path.exists():
+            raise InputError(self.path, "", "nothing to resume: no bisect.json here", "drop --resume, or fix --out")
+        doc = read_bisect(self.path)
+        for key, value in request.items():
+            if doc["request"].get(key) != value:
+                raise InputError(
+                    self.path,
+                    f"request.{key}",
+                    f"the recorded bisection has {doc['request'].get(key)!r}, this run {value!r}",
+                    "resume with the same options, or start a new bisection in another --out",
+                )
+        self.doc = doc
+        self.cands = [Candidate(c["index"], c["ref"], c["label"], c["info"]) for c in doc["candidates"]]
+        for c in doc["candidates"]:
+            if c["rounds"]:
+                m = Measured(c["index"], list(c["rounds"]), [self.runner.reload(r) for r in c["rounds"]])
+                self.measured[c["index"]] = m
+                self.reused += len(c["rounds"])
+        doc["status"] = "running"
+        doc["result"] = None
+        self.emit(Event("note", f"resuming {self.path}: {self.reused} finished round(s) are reused, not run again"))
+
+    def save(self) -> None:
+        self.doc["updated_at"] = _now()
+        s = self.doc["summary"]
+        s["run"] = sum(1 for c in self.doc["candidates"] if c["rounds"])
+        s["reused"] = self.reused
+        s["processes"] = sum(r.get("processes") or 1 for c in self.doc["candidates"] for r in c["rounds"])
+        write_bisect(self.path, self.doc)
+
+    def entry(self, i: int) -> dict[str, Any]:
+        return self.doc["candidates"][i]
+
+    def run_count(self) -> int:
+        return sum(1 for c in self.doc["candidates"] if c["rounds"])
+
+    # ------------------------------------------------------------------ measuring
+
+    def env(self, i: int) -> Prepared:
+        if i in self.prepared:
+            return self.prepared[i]
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="gatekeeper-bisect-"))
+        self.emit(Event("round", f"{self.cands[i].label}: preparing", self.cands[i].label, self.step))
+        prepared = self.provider.prepare(self.cands[i], self.workdir)
+        self.prepared[i] = prepared
+        self.entry(i)["facts"] = prepared.facts
+        return prepared
+
+    def release(self, i: int) -> None:
+        if i in (0, len(self.cands) - 1, self.ref) or i not in self.prepared:
+            return
+        with contextlib.suppress(Exception):  # cleanup is best effort: the work directory goes at the end anyway
+            self.provider.cleanup(self.prepared.pop(i))
+
+    def add_round(self, m: Measured) -> None:
+        k = len(m.rounds) + 1
+        cand = self.cands[m.index]
+        prepared = self.env(m.index)
+        done = f" ({m.processes()} processes so far)" if m.rounds else ""
+        self.emit(Event("round", f"{cand.label}: round {k}{done}", cand.label, self.step))
+        record, report = self.runner.run(prepared, k)
+        m.rounds.append(record)
+        m.reports.append(report)
+        entry = self.entry(m.index)
+        entry["rounds"] = list(m.rounds)
+        entry["state"] = "measured"
+        self.save()
+
+    def ensure(self, i: int) -> Measured | None:
+        """The candidate measured at least once; None when it cannot be prepared (skipped and named)."""
+        if i in self.measured:
+            return self.measured[i]
+        entry = self.entry(i)
+        if entry["state"] == "unavailable":
+            return None
+        self.step = self.run_count() + 1
+        self.emit(Event("step", f"candidate {self.cands[i].label}", self.cands[i].label, self.step))
+        m = Measured(i)
+        try:
+            self.add_round(m)
+        except Unavailable as why:
+            entry["state"] = "unavailable"
+            entry["unavailable"] = str(why)[:500]
+            self.save()
+            self.emit(Event("note", f"skipped {self.cands[i].label}: {why}", self.cands[i].label, self.run_count()))
+            return None
+        self.measured[i] = m
+        return m
+
+    def decide(self, i: int, ref: int | None) -> Judgement:
+        m = self.measured[i]
+        reference = self.measured[ref] if ref is not None else None
+        try:
+            j = decide(m, reference, judge=self.judge, add_round=self.add_round, max_processes=self.opts.max_processes)
+        except InputError:
+            if not isinstance(self.judge, CommandJudge) or not m.rounds:
+                raise
+            # The last round stopped the bisection (a command killed by a signal, timed out or above 127): it
+            # decided nothing, so it is not kept as a measurement; --resume runs it again. Its output stays on disk.
+            m.rounds.pop()
+            m.reports.pop()
+            self.entry(i)["rounds"] = list(m.rounds)
+            self.entry(i)["state"] = "measured" if m.rounds else "untried"
+            if not m.rounds:
+                self.measured.pop(i, None)
+            self.save()
+            raise
+        recorded_ref = None if isinstance(self.judge, CommandJudge) else ref
+        decisions = [d for d in self.entry(i)["decisions"] if d["reference"] != recorded_ref]
+        self.entry(i)["decisions"] = [*decisions, j.record(recorded_ref)]
+        self.save()
+        self.emit(
+            Event(
+                "decided",
+                f"{self.cands[i].label}: {j.decision} ({j.reason})",
+                self.cands[i].label,
+                self.run_count(),
+                decision=j.decision,
+            )
+        )
+        return j
+
+    def at(self, i: int) -> str:
+        """The search's question: is candidate ``i`` good or bad (against the current reference)?"""
+        m = self.ensure(i)
+        if m is None:
+            return "skip"
+        decision = self.decide(i, self.ref).decision
+        self.release(i)
+        return decision
+
+    # ------------------------------------------------------------------ the run
+
+    def endpoints(self) -> None:
+        good, bad = 0, len(self.cands) - 1
+        label_g, label_b = self.cands[good].label, self.cands[bad].label
+        self.ensure_endpoint(good, "--good")
+        if isinstance(self.judge, StageJudge):
+            own = self.judge.own_failures(self.measured[good])
+            if self.measured[good].report() is None or own:
+                why = f"{', '.join(sorted(own))} fail on it alone" if own else self.decide(good, good).reason
+                raise InputError(
+                    None,
+                    "--good",
+                    f"{label_g} measures bad ({why})",
+                    "pick an older --good, or the metric that regressed with --metric",
+                )
+            # The reference itself: no comparison to make (against itself it is neither better nor worse).
+            reference = Judgement(
+                "good", "the reference: no gate fails on it alone", processes=self.measured[good].processes()
+            )
+            self.entry(good)["decisions"] = [reference.record(good)]
+            self.save()
+            self.emit(
+                Event("decided", f"{label_g}: good ({reference.reason})", label_g, self.run_count(), decision="good")
+            )
+        else:
+            j = self.decide(good, None)
+            if j.decision != "good":
+                raise InputError(
+                    None, "--good", f"{label_g} measures {j.decision} ({j.reason})", "pick an older --good"
+                )
+        self.ensure_endpoint(bad, "--bad")
+        j = self.decide(bad, good)
+        if j.decision == "good":
+            raise InputError(
+                None,
+                "--bad",
+                f"{label_b} measures good against {label_g} ({j.reason}): nothing to bisect",
+                "check --bad, the stage options, or --metric",
+            )
+        if j.decision != "bad":
+            raise InputError(
+                None,
+                "--bad",
+                f"whether {label_b} is bad could not be decided ({j.reason})",
+                "raise --max-processes, or steady the machine (docs/performance.md)",
+            )
+
+    def ensure_endpoint(self, i: int, option: str) -> None:
+        if self.ensure(i) is None:
+            raise InputError(
+                None,
+                option,
+                f"{self.cands[i].label} cannot be prepared: {self.entry(i)['unavailable']}",
+                "fix the environment, or pick another endpoint",
+            )
+
+    def search(self) -> list[Found]:
+        bad = len(self.cands) - 1
+        self.ref = 0
+        found: list[Found] = []
+        while len(found) < MAX_CULPRITS:
+            f = first_bad(self.ref, bad, self.at)
+            found.append(f)
+            if f.first_bad == bad or not isinstance(self.judge, StageJudge):
+                break
+            if self.measured[f.first_bad].report() is None:
+                break  # its stage wrote no result: nothing later can be judged against it
+            # A further culprit only where the data already shows one: the bad end against the first bad
+            # candidate, with what both have measured (no processes are added to look for it).
+            m_bad, m_first = self.measured[bad], self.measured[f.first_bad]
+            again = self.judge(m_bad, m_first)
+            if again.decision != "bad":
+                self.emit(
+                    Event(
+                        "note",
+                        f"{self.cands[bad].label} is not worse than {self.cands[f.first_bad].label} "
+                        f"({again.decision}): one culprit",
+                    )
+                )
+                break
+            self.emit(
+                Event(
+                    "note",
+                    f"{self.cands[bad].label} is worse than {self.cands[f.first_bad].label} too "
+                    f"({again.reason}): looking for a further culprit after it",
+                )
+            )
+            self.ref = f.first_bad
+        return found
+
+    def finish(self, found: list[Found]) -> int:
+        facts = {c["index"]: c.get("facts") or {} for c in self.doc["candidates"]}
+        culprits = []
+        for n, f in enumerate(found):
+            lg, fb = self.cands[f.last_good], self.cands[f.first_bad]
+            try:
+                changes = self.provider.changes(lg, fb, facts)
+            except Exception as err:  # what changed is a courtesy: its failure must not lose the answer
+                changes = {"error": f"{type(err).__name__}: {err}"[:300]}
+            ref = 0 if n == 0 else found[n - 1].first_bad
+            symptom = next(
+                (d["reason"] for d in self.entry(f.first_bad)["decisions"] if d["reference"] in (ref, None)), ""
+            )
+            culprits.append(
+                {
+                    "last_good": f.last_good,
+                    "first_bad": f.first_bad,
+                    "exact": f.exact,
+                    "unresolved": list(f.unresolved),
+                    "reference": ref,
+                    "symptom": symptom[:600],
+                    "changes": changes,
+                }
+            )
+        first = found[0]
+        note = self.note(found)
+        report = self.measured[first.first_bad].report() if first.first_bad in self.measured else None
+        environment = report.environment.to_dict() if report is not None else None
+        result: dict[str, Any] = {
+            "first_bad": first.first_bad,
+            "last_good": first.last_good,
+            "culprits": culprits,
+            "note": note,
+            "signature": {
+                "metric": self.signature_metric(first),
+                "channel": self.opts.channel
+                or os.environ.get("GATEKEEPER_CHANNEL")
+                or (report.environment.channel if report is not None else None),
+                "fingerprint": fingerprint(environment),
+                "culprit": f"{self.opts.provider}:{self.cands[first.first_bad].ref}",
+            },
+            "environment": environment,
+            "repro_bundle": None,
+        }
+        self.doc["result"] = result
+        if self.opts.bundle:
+            from gatekeeper.bisect.bundle import write_repro_bundle
+
+            where = write_repro_bundle(self.out / "repro", bisection=self, found=first)
+            result["repro_bundle"] = where.relative_to(self.out).as_posix()
+        self.doc["status"] = "done"
+        self.save()
+        return ExitCode.PASS if all(f.exact for f in found) else ExitCode.WARN
+
+    def note(self, found: list[Found]) -> str:
+        parts = []
+        for f in found:
+            fb = self.cands[f.first_bad].label
+            if f.exact:
+                parts.append(f"first bad: {fb} (last good {self.cands[f.last_good].label})")
+            else:
+                maybe = ", ".join(self.cands[i].label for i in f.unresolved)
+                parts.append(f"the first bad is one of {maybe} or {fb}: those could not be decided")
+        run = self.run_count()
+        parts.append(
+            f"{run} of {len(self.cands)} candidates run (at most {max_decisions(len(self.cands))} on a clean range)"
+        )
+        return "; ".join(parts)
+
+    def signature_metric(self, first: Found) -> str:
+        o = self.opts
+        if not o.stage:
+            return f"command: {shlex.join(o.command)}"[:200]
+        if o.metric:
+            return o.metric if o.metric.startswith(f"{o.stage}.") else f"{o.stage}.{o.metric}"
+        decisions = self.entry(first.first_bad)["decisions"]
+        failing = sorted({g.get("metric", "") for d in decisions for g in d.get("gates", []) if g["outcome"] == "fail"})
+        return ",".join(x for x in failing if x) or f"{o.stage} gates"
+
+    def close(self) -> None:
+        for prepared in list(self.prepared.values()):
+            with contextlib.suppress(Exception):
+                self.provider.cleanup(prepared)
+        self.prepared.clear()
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def run_bisect(opts: BisectOptions, on_event: Callable[[Event], None] | None = None) -> BisectResult:
+    """Run (or ``--resume``) a bisection; ``on_event`` receives progress (the CLI prints it)."""
+    emit = on_event or (lambda _e: None)
+    b = _Bisection(opts, emit)
+    b.start()
+    n = len(b.cands)
+    emit(
+        Event(
+            "start",
+            f"bisect {opts.provider}: {n} candidates from {b.cands[0].label} to {b.cands[-1].label}, "
+            f"expect at most {max_decisions(n)} to run",
+            expected=max_decisions(n),
+        )
+    )
+    try:
+        b.endpoints()
+        found = b.search()
+        code = b.finish(found)
+    finally:
+        b.close()
+    emit(Event("done", b.doc["result"]["note"], run=b.run_count(), expected=max_decisions(n)))
+    return BisectResult(b.path, b.doc, int(code))
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,498 @@
+"""One GitLab issue per regression signature: created from a bisection, commented, closed on recovery.
+
+A *signature* is (metric, channel, device fingerprint, culprit), as
+``gatekeeper bisect`` records it in bisect.json (``result.signature``). Its
+issue carries a hidden marker with the signature's key and fields; each run
+finds *our* issue by that marker among the issues with the ``LABEL`` label
+written by the token's own user (``GET /user``: anyone can copy a marker into
+an issue of theirs), so one signature never gets two issues:
+
+- a bisection of a signature with no issue creates one: the change point, the
+  bisection table, what changed (commits, package versions, image digests) and
+  the link to the repro bundle;
+- a bisection of a signature whose issue exists updates its description and
+  adds a comment ("seen again"); a closed one is reopened ("regressed again");
+- a verdict (``--verdict``) whose gate on the signature's metric fails adds a
+  comment to the open issue of that metric, channel and device; one whose gate
+  passes closes it ("recovered").
+
+What is sent is built from *data* (the payload below, spooled as data when
+GitLab cannot be reached, rendered again on ``notify --resend``), never from
+text read back from GitLab. Every value from artifacts is escaped for GitLab
+markdown (``gatekeeper.core.escape``: no HTML, links, mentions, references or
+quick actions) and the whole text is redacted before it leaves.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gatekeeper.contract.bisect_report import fingerprint, signature_key
+from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import ZWSP, md_code_span, md_link, md_text, terminal
+from gatekeeper.core.exitcodes import ExitCode
+from gatekeeper.core.gitlab_api import RETRY_STATUSES, TOKEN_VARIABLE, GitLabClient, GitLabError, client_from_env
+from gatekeeper.core.redact import redact
+from gatekeeper.notify import spool
+
+Log = Callable[[str], None]
+
+__all__ = [
+    "LABEL",
+    "MARKER",
+    "bisect_payload",
+    "notify_issue",
+    "parse_marker",
+    "publish",
+    "render_description",
+    "verdict_payload",
+]
+
+LABEL = "gatekeeper-regression"
+MARKER = "<!-- gatekeeper:regression:"
+_MARKER_RE = re.compile(r"<!-- gatekeeper:regression:([0-9a-f]{16}):([A-Za-z0-9_-]{1,2000}) -->")
+MAX_ROWS = 60
+MAX_COMMITS = 50
+MAX_TEXT = 300
+
+
+def _clip(text: object, n: int = MAX_TEXT) -> str:
+    s = " ".join(str(text or "").split())
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+# ---------------------------------------------------------------------- payloads (data, spooled as they are)
+
+
+def bisect_payload(doc: Mapping[str, Any], *, project: str, links: Mapping[str, str | None]) -> dict[str, Any]:
+    """What ``notify issue --bisect`` sends, as data: the signature and a bounded summary of the bisection."""
+    result = doc["result"]
+    cands = doc["candidates"]
+    rows = []
+    for c in cands:
+        if c["state"] == "untried":
+            continue
+        last = c["decisions"][-1] if c["decisions"] else None
+        medians = [
+            x for r in c["rounds"] for m in (r.get("metrics") or {}).values() for x in m.get("process_medians", [])
+        ]
+        units = [m.get("unit", "") for r in c["rounds"] for m in (r.get("metrics") or {}).values()]
+        measured = ""
+        if medians:
+            medians.sort()
+            measured = f"{medians[len(medians) // 2]:.4g} {units[0] if units else ''}".strip()
+        elif c["rounds"] and c["rounds"][-1]["exit_code"] is not None:
+            measured = f"exit {c['rounds'][-1]['exit_code']}"
+        rows.append(
+            {
+                "index": c["index"],
+                "label": _clip(c["label"], 40),
+                "ref": _clip(c["ref"], 120),
+                "decision": "skipped" if c["state"] == "unavailable" else (last["decision"] if last else "-"),
+                "processes": sum(r.get("processes") or 1 for r in c["rounds"]),
+                "measured": measured,
+                "why": _clip(c.get("unavailable") if c["state"] == "unavailable" else (last or {}).get("reason", "")),
+            }
+        )
+    culprits = []
+    for k in result["culprits"]:
+        changes = dict(k.get("changes") or {})
+        if isinstance(changes.get("commits"), list):
+            changes["commits"] = [
+                {"sha": _clip(x.get("sha"), 64), "subject": _clip(x.get("subject"), 200)}
+                for x in changes["commits"][:MAX_COMMITS]
+            ]
+        changes.pop("diffstat", None)
+        culprits.append(
+            {
+                "first_bad": _clip(cands[k["first_bad"]]["ref"], 120),
+                "last_good": _clip(cands[k["last_good"]]["ref"], 120),
+                "exact": bool(k["exact"]),
+                "unresolved": [_clip(cands[i]["label"], 40) for i in k["unresolved"]],
+                "symptom": _clip(k.get("symptom"), 600),
+                "changes": json.loads(json.dumps(changes, default=str)),
+            }
+        )
+    sig = dict(result["signature"])
+    return {
+        "project": project,
+        "action": "bisect",
+        # redacted here, once: the issue's marker carries these values as they are (a command line may hold a token)
+        "signature": {
+            k: None if sig.get(k) is None else redact(str(sig[k]))
+            for k in ("metric", "channel", "fingerprint", "culprit")
+        },
+        "provider": doc["request"]["provider"],
+        "summary": {"run": doc["summary"]["run"], "candidates": doc["summary"]["candidates"]},
+        "note": _clip(result.get("note"), 600),
+        "rows": rows[:MAX_ROWS],
+        "culprits": culprits,
+        "links": {k: v for k, v in links.items() if v},
+    }
+
+
+def verdict_payload(verdict: Any, *, project: str, links: Mapping[str, str | None]) -> dict[str, Any]:
+    """What ``notify issue --verdict`` sends: per gate metric, whether it fails or passes on this run."""
+    gates = [
+        {"metric": g.metric, "name": g.name, "outcome": g.outcome.value, "reason": _clip(g.reason)}
+        for g in verdict.gates
+        if g.outcome.value in ("fail", "pass")
+    ]
+    return {
+        "project": project,
+        "action": "verdict",
+        "channel": verdict.channel,
+        "fingerprint": fingerprint(verdict.environment),
+        "gates": gates[:200],
+        "links": {k: v for k, v in links.items() if v},
+    }
+
+
+# ---------------------------------------------------------------------- rendering
+
+
+def _marker(signature: Mapping[str, Any]) -> str:
+    blob = json.dumps({k: signature.get(k) for k in ("metric", "channel", "fingerprint", "culprit")}, sort_keys=True)
+    data = base64.urlsafe_b64encode(blob.encode()).decode().rstrip("=")
+    return f"{MARKER}{signature_key(signature)}:{data} -->"
+
+
+def parse_marker(text: str) -> dict[str, Any] | None:
+    """The signature in an issue's marker (None: no valid marker; a key that does not match its fields is none)."""
+    m = _MARKER_RE.search(text or "")
+    if not m:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(m.group(2) + "=" * (-len(m.group(2)) % 4))
+        sig = json.loads(raw)
+    except (binascii.Error, ValueError):
+        return None
+    if not isinstance(sig, dict) or signature_key(sig) != m.group(1):
+        return None
+    return {k: sig.get(k) for k in ("metric", "channel", "fingerprint", "culprit")}
+
+
+def title(payload: Mapping[str, Any]) -> str:
+    """A title shows text as it is (no markdown), but mentions and references must not fire from it."""
+    sig = payload["signature"]
+    culprit = str(sig.get("culprit") or "")
+    label = culprit.split(":", 1)[-1][:12] if culprit.startswith("git:") else culprit.split(":", 1)[-1]
+    where = f"{sig.get('channel') or 'any channel'}, {sig.get('fingerprint')}"
+    text = f"Regression in {sig.get('metric')} ({where}) since {label}"
+    text = re.sub(r"([@#!&%$~^])(?=[A-Za-z0-9_\"])", "\\1" + ZWSP, terminal(" ".join(text.split()), newlines=False))
+    return text.lstrip("/")[:250]
+
+
+def _changes_md(changes: Mapping[str, Any]) -> list[str]:
+    kind = changes.get("kind")
+    out: list[str] = []
+    if kind == "commits":
+        commits = changes.get("commits") or []
+        out.append(f"{len(commits)}{'+' if changes.get('more_commits') else ''} commit(s) between them:")
+        out.append("")
+        out += [f"- {md_code_span(str(c.get('sha', ''))[:12])} {md_text(c.get('subject', ''))}" for c in commits]
+    elif kind == "versions":
+        out.append(
+            f"{md_code_span(changes.get('package', ''))} {md_code_span(changes.get('from', ''))} → "
+            f"{md_code_span(changes.get('to', ''))}; installed distributions that differ:"
+        )
+        out += ["", "| distribution | last good | first bad |", "| --- | --- | --- |"]
+        for name, d in (changes.get("installed") or {}).items():
+            out.append(f"| {md_text(name)} | {md_text(d.get('from') or '-')} | {md_text(d.get('to') or '-')} |")
+    elif kind == "images":
+        digests = changes.get("digests") or {}
+        out.append(
+            f"image digest {md_code_span(digests.get('from') or '?')} → {md_code_span(digests.get('to') or '?')}"
+        )
+        out += ["", "| what | name | last good | first bad |", "| --- | --- | --- | --- |"]
+        for key in ("env", "labels", "packages"):
+            for name, d in (changes.get(key) or {}).items():
+                out.append(
+                    f"| {key} | {md_text(name)} | {md_text(d.get('from') or '-')} | {md_text(d.get('to') or '-')} |"
+                )
+    elif changes.get("error"):
+        out.append(f"what changed could not be read: {md_text(changes['error'])}")
+    return out
+
+
+def render_description(payload: Mapping[str, Any], *, secrets: list[str] | None = None) -> str:
+    """The issue's text, redacted; its first line is the marker (the signature, redacted in the payload already:
+    the redactor would take the marker's base64 for a token and break it)."""
+    sig = payload["signature"]
+    links = payload.get("links") or {}
+    first = payload["culprits"][0] if payload["culprits"] else {}
+    lines = [
+        f"## Regression: {md_code_span(sig.get('metric'))} on the {md_code_span(sig.get('channel') or 'any')} "
+        f"channel ({md_code_span(sig.get('fingerprint'))})",
+        "",
+        f"**First bad:** {md_code_span(first.get('first_bad', '?'))} "
+        f"(last good {md_code_span(first.get('last_good', '?'))}), "
+        f"found by `gatekeeper bisect --provider {md_text(str(payload.get('provider')))}` in "
+        f"{payload['summary']['run']} of {payload['summary']['candidates']} candidates.",
+        "",
+    ]
+    for n, c in enumerate(payload["culprits"], 1):
+        head = "Change point" if len(payload["culprits"]) == 1 else f"Change point {n}"
+        where = f"between {md_code_span(c['last_good'])} and {md_code_span(c['first_bad'])}"
+        if not c["exact"]:
+            where += f" (undecided in between: {', '.join(md_code_span(u) for u in c['unresolved'])})"
+        lines += [f"**{head}:** {where}", "", f"> {md_text(c.get('symptom') or '')}", ""]
+    lines += [
+        "### Bisection",
+        "",
+        "| # | candidate | decision | processes | measured | why |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in payload["rows"]:
+        lines.append(
+            f"| {int(r['index'])} | {md_code_span(r['label'])} | {md_text(r['decision'])} | {int(r['processes'])} | "
+            f"{md_text(r['measured'])} | {md_text(r['why'])} |"
+        )
+    lines += ["", md_text(payload.get("note", "")), ""]
+    for n, c in enumerate(payload["culprits"], 1):
+        lines += [
+            f"### What changed{'' if len(payload['culprits']) == 1 else f' ({n})'}",
+            "",
+            *_changes_md(c["changes"]),
+            "",
+        ]
+    lines.append("### Reproduce")
+    lines.append("")
+    bundle = links.get("bundle")
+    lines.append(
+        f"The {md_link(bundle, 'repro bundle')} recreates the first bad candidate and runs the same check."
+        if bundle
+        else "The repro bundle is in the bisection job's artifacts (`repro/`)."
+    )
+    if links.get("pipeline"):
+        lines += ["", f"_From {md_link(links['pipeline'], 'this pipeline')}._"]
+    return _marker(sig) + "\n" + redact("\n".join(lines), extra=secrets) + "\n"
+
+
+def _seen_note(payload: Mapping[str, Any], what: str, reason: str) -> str:
+    links = payload.get("links") or {}
+    where = md_link(links.get("pipeline"), "pipeline") if links.get("pipeline") else "a pipeline"
+    return f"{what} in {where}: {md_text(reason)}\n"
+
+
+# ---------------------------------------------------------------------- GitLab
+
+
+def _whoami(client: GitLabClient) -> int:
+    me = client.request("GET", "/user")
+    if not isinstance(me, dict) or not isinstance(me.get("id"), int):
+        raise GitLabError("GitLab did not say who the token's user is (GET /user): issues cannot be deduplicated")
+    return int(me["id"])
+
+
+def _ours(client: GitLabClient, project: str, me: int) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
+    """Our regression issues (any state) with their signatures: written by the token's user, with a valid marker."""
+    issues = client.paged(f"{project}/issues", params={"labels": LABEL, "state": "all", "author_id": me})
+    out = []
+    for issue in issues:
+        if not isinstance(issue, Mapping) or (issue.get("author") or {}).get("id") != me:
+            continue
+        sig = parse_marker(str(issue.get("description") or ""))
+        if sig is not None and isinstance(issue.get("iid"), int):
+            out.append((issue, sig))
+    return out
+
+
+def _comment(client: GitLabClient, project: str, iid: int, body: str) -> None:
+    client.request("POST", f"{project}/issues/{iid}/notes", json={"body": body})
+
+
+def _create(client: GitLabClient, project: str, me: int, key: str, fields: Mapping[str, Any]) -> str:
+    """POST the issue once: after a timeout or 5xx, look for it before posting again (it may have been created)."""
+    last = GitLabError(f"GitLab POST {project}/issues: no attempt made")
+    for attempt in range(client.retries + 1):
+        if attempt:
+            client.sleep(client.backoff_s * (2 ** (attempt - 1)))
+        try:
+            made = client.request("POST", f"{project}/issues", json=dict(fields), retries=0)
+            return f"created issue #{made.get('iid') if isinstance(made, dict) else '?'}"
+        except GitLabError as err:
+            if err.status is not None and err.status not in RETRY_STATUSES:
+                raise
+            last = err
+        try:
+            found = [i for i, s in _ours(client, project, me) if signature_key(s) == key]
+        except GitLabError:
+            found = []
+        if found:
+            return f"created issue #{found[0]['iid']} (found after the POST failed)"
+    raise last
+
+
+def publish(client: GitLabClient, payload: Mapping[str, Any]) -> list[str]:
+    """Create, update, comment on, reopen or close our issues as ``payload`` says; what was done, a line each."""
+    project = client.project_path(payload["project"])
+    me = _whoami(client)
+    ours = _ours(client, project, me)
+    secrets = [client.token] if client.token else []
+    if payload["action"] == "bisect":
+        return _publish_bisect(client, project, me, ours, payload, secrets=secrets)
+    return _publish_verdict(client, project, ours, payload, secrets)
+
+
+def _publish_bisect(
+    client: GitLabClient, project: str, me: int, ours: list, payload: Mapping[str, Any], *, secrets: list[str]
+) -> list[str]:
+    sig = payload["signature"]
+    key = signature_key(sig)
+    body = render_description(payload, secrets=secrets)
+    mine = [i for i, s in ours if signature_key(s) == key]
+    if not mine:
+        fields = {"title": redact(title(payload), extra=secrets), "description": body, "labels": LABEL}
+        return [_create(client, project, me, key, fields)]
+    issue = mine[0]
+    iid = int(issue["iid"])
+    done = []
+    update: dict[str, Any] = {"description": body}
+    reopened = issue.get("state") == "closed"
+    if reopened:
+        update["state_event"] = "reopen"
+    client.request("PUT", f"{project}/issues/{iid}", json=update)
+    done.append(f"{'reopened' if reopened else 'updated'} issue #{iid}")
+    what = "Regressed again" if reopened else "Seen again"
+    first = payload["culprits"][0]["symptom"] if payload["culprits"] else ""
+    _comment(client, project, iid, redact(_seen_note(payload, f"{what} (bisected again)", first), extra=secrets))
+    done.append(f"commented on issue #{iid}")
+    return done
+
+
+def _matches(sig: Mapping[str, Any], metric: str, channel: str, device: str) -> bool:
+    metrics = {m.strip() for m in str(sig.get("metric") or "").split(",")}
+    return metric in metrics and sig.get("channel") in (None, channel) and sig.get("fingerprint") in ("any", device)
+
+
+def _publish_verdict(
+    client: GitLabClient, project: str, ours: list, payload: Mapping[str, Any], secrets: list[str]
+) -> list[str]:
+    done = []
+    channel, device = payload["channel"], payload["fingerprint"]
+    for issue, sig in ours:
+        if issue.get("state") != "opened":
+            continue
+        gates = [g for g in payload["gates"] if _matches(sig, g["metric"], channel, device)]
+        if not gates:
+            continue
+        iid = int(issue["iid"])
+        failing = [g for g in gates if g["outcome"] == "fail"]
+        if failing:
+            reason = "; ".join(f"{g['name']}: {g['reason']}" for g in failing)
+            _comment(client, project, iid, redact(_seen_note(payload, "Seen again", reason), extra=secrets))
+            done.append(f"commented on issue #{iid} (seen again)")
+            continue
+        reason = "; ".join(f"{g['name']}: {g['reason']}" for g in gates)
+        _comment(client, project, iid, redact(_seen_note(payload, "Recovered", reason), extra=secrets))
+        client.request("PUT", f"{project}/issues/{iid}", json={"state_event": "close"})
+        done.append(f"closed issue #{iid} (recovered)")
+    return done or ["no open regression issue matches this verdict"]
+
+
+def payload_problem(payload: Mapping[str, Any]) -> str | None:
+    """What is wrong with a spooled issue payload (None: it can be sent)."""
+    if not isinstance(payload.get("project"), (str, int)) or isinstance(payload.get("project"), bool):
+        return "issue payload has no project"
+    if payload.get("action") == "bisect":
+        sig = payload.get("signature")
+        if not isinstance(sig, Mapping) or not isinstance(payload.get("culprits"), list):
+            return "issue payload has no signature or culprits"
+        if not isinstance(payload.get("rows"), list) or not isinstance(payload.get("summary"), Mapping):
+            return "issue payload has no bisection table"
+        return None
+    if payload.get("action") == "verdict":
+        if not isinstance(payload.get("gates"), list) or not isinstance(payload.get("channel"), str):
+            return "issue payload has no gates or channel"
+        return None
+    return "issue payload has an unknown action"
+
+
+def _describe(err: Exception) -> str:
+    return str(err) if isinstance(err, GitLabError) else f"unexpected {type(err).__name__}: {err}"
+
+
+def notify_issue(
+    *,
+    bisect: str | Path | None = None,
+    verdict: str | Path | None = None,
+    project: str | None = None,
+    bundle_url: str | None = None,
+    spool_dir: str | Path = "alerts",
+    timeout: float = 20.0,
+    retries: int = 3,
+    environ: Mapping[str, str] | None = None,
+    log: Log,
+) -> int:
+    """The regression issue of a bisection (``bisect``), or a verdict's news for open ones (``verdict``).
+
+    The target project is ``project`` or the job's ``CI_PROJECT_ID`` (never a value read from an artifact).
+    """
+    env = os.environ if environ is None else environ
+    if bool(bisect) == bool(verdict):
+        raise InputError(
+            None,
+            "notify issue",
+            "give exactly one of --bisect and --verdict",
+            "--bisect bisect/bisect.json files the issue; --verdict V comments or closes",
+        )
+    links = {"pipeline": env.get("CI_PIPELINE_URL"), "job": env.get("CI_JOB_URL"), "bundle": bundle_url}
+    target = project or env.get("CI_PROJECT_ID") or env.get("CI_PROJECT_PATH")
+    if bisect:
+        from gatekeeper.contract.bisect_report import read_bisect
+
+        doc = read_bisect(bisect)
+        if doc["status"] != "done" or not doc["result"]:
+            raise InputError(
+                bisect,
+                "status",
+                f"the bisection is {doc['status']}, not done",
+                "finish it with gatekeeper bisect --resume, then file the issue",
+            )
+        if not bundle_url and doc["result"].get("repro_bundle") and env.get("CI_JOB_URL"):
+            bundle = Path(bisect).parent / doc["result"]["repro_bundle"]
+            try:
+                rel = bundle.resolve().relative_to(Path(env.get("CI_PROJECT_DIR") or Path.cwd()).resolve())
+                links["bundle"] = f"{env['CI_JOB_URL']}/artifacts/browse/{rel.as_posix()}/"
+            except ValueError:
+                pass
+        payload = bisect_payload(doc, project=str(target or ""), links=links)
+    else:
+        from gatekeeper.contract.verdict import read_verdict
+
+        payload = verdict_payload(read_verdict(str(verdict)), project=str(target or ""), links=links)
+    if not target:
+        log("gatekeeper: notify issue: CI_PROJECT_ID not set and no --project: not in a GitLab pipeline, nothing sent")
+        return ExitCode.PASS
+    client = client_from_env(env, timeout=(min(timeout, 5.0), timeout), retries=retries)
+    if client is None:
+        log(
+            f"gatekeeper: notify issue: {TOKEN_VARIABLE} or CI_API_V4_URL not set: no issue filed "
+            "(CI_JOB_TOKEN cannot write issues; add a project access token with api scope as a masked variable)"
+        )
+        return ExitCode.PASS
+    try:
+        for line in publish(client, payload):
+            log(f"gatekeeper: notify issue: {line}")
+    except Exception as err:  # GitLabError, or a bug: either way the data is spooled, never lost
+        # Spooled as data, signed, with the job's own project as its target; --resend re-renders it.
+        data = {"target": {"project": str(target)}, "issue": payload}
+        path, signed = spool.spool(
+            spool_dir, "gitlab_issue", data, _describe(err), key=env.get(spool.KEY_VARIABLE), secrets=[client.token]
+        )
+        unsigned = "" if signed else f" (unsigned: {spool.KEY_VARIABLE} is not set, so --resend will not send it)"
+        log(
+            redact(
+                f"gatekeeper: notify issue: not delivered: {_describe(err)}; spooled to {path}{unsigned}",
+                extra=[client.token],
+            )
+        )
+    return ExitCode.PASS
