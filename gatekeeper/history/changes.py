@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gatekeeper.history.sql import AnchorMark, SeriesRow
-from gatekeeper.stats.changepoint import ChangePoint, level_changes, median_levels
+from gatekeeper.stats.changepoint import ChangePoint, level_changes, median_table
 
 __all__ = ["STACK", "Change", "find_changes", "group_key", "series_changes", "stack_diff", "stack_of"]
 
@@ -134,9 +134,9 @@ def series_changes(
     have = [r for r in rows if r.points.get(metric)]
     if len(have) < 6:
         return []
-    x, within = median_levels([r.points[metric] for r in have])
+    x, within, counts = median_table([r.points[metric] for r in have])
     out = []
-    for cp in level_changes(x, within, alpha=alpha):
+    for cp in level_changes(x, within, counts=counts, alpha=alpha):
         before, first = have[cp.index - 1], have[cp.index]
         key = {
             "channel": first.channel,
