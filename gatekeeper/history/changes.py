@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.history.points import MetricColumn, metric_columns
 from gatekeeper.history.sql import AnchorMark, SeriesRow
-from gatekeeper.stats.changepoint import ChangePoint, level_changes, median_table
+from gatekeeper.stats.changepoint import ALPHA, ChangePoint, level_changes
 
 __all__ = ["STACK", "Change", "find_changes", "group_key", "series_changes", "stack_diff", "stack_of"]
 
@@ -128,15 +129,21 @@ def _text(value: Any) -> str | None:
 
 
 def series_changes(
-    rows: Sequence[SeriesRow], metric: str, *, marks: Sequence[AnchorMark] = (), alpha: float = 0.01
+    rows: Sequence[SeriesRow], metric: str, *, marks: Sequence[AnchorMark] = (), alpha: float = ALPHA
 ) -> list[Change]:
     """The changes of ``metric`` in ``rows`` (one series, oldest first; rows without the metric are left out)."""
-    have = [r for r in rows if r.points.get(metric)]
-    if len(have) < 6:
+    column = metric_columns([(r.points, r.levels) for r in rows], only=metric).get(metric)
+    return _column_changes(rows, metric, column, marks=marks, alpha=alpha) if column is not None else []
+
+
+def _column_changes(
+    rows: Sequence[SeriesRow], metric: str, column: MetricColumn, *, marks: Sequence[AnchorMark], alpha: float
+) -> list[Change]:
+    if len(column.rows) < 6:
         return []
-    x, within, counts = median_table([r.points[metric] for r in have])
+    have = [rows[i] for i in column.rows]
     out = []
-    for cp in level_changes(x, within, counts=counts, alpha=alpha):
+    for cp in level_changes(column.levels, column.within, counts=column.counts, alpha=alpha):
         before, first = have[cp.index - 1], have[cp.index]
         key = {
             "channel": first.channel,
@@ -171,11 +178,11 @@ def find_changes(
         groups.setdefault(group_key(row), []).append(row)
     out: list[Change] = []
     for series in groups.values():
-        names = sorted({name for r in series for name in r.points})
-        for name in names:
+        columns = metric_columns([(r.points, r.levels) for r in series])
+        for name in sorted(columns):
             if metric and not _matches(metric, series[0].stage, name):
                 continue
-            out += series_changes(series, name, marks=marks)
+            out += _column_changes(series, name, columns[name], marks=marks, alpha=ALPHA)
     return sorted(out, key=lambda c: (c.first.recorded_at, c.stage, c.metric))
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.sql import SCHEMA_VERSION, SqlStore
+from gatekeeper.history.sql import SCHEMA_VERSION, SERIES_TABLE, SqlStore
 
 __all__ = ["PostgresStore", "redact_url"]
 
@@ -70,6 +70,16 @@ CREATE TABLE IF NOT EXISTS anchors (
 )
 """
 MIGRATIONS = {1: _V1, 2: _V2}
+# not a schema version: derived data an older gatekeeper ignores (gatekeeper.history.sql)
+_SERIES_TABLE = f"""
+CREATE TABLE IF NOT EXISTS {SERIES_TABLE} (
+    result_id BIGINT PRIMARY KEY,
+    stack TEXT,
+    config TEXT,
+    names TEXT NOT NULL,
+    data BYTEA NOT NULL
+)
+"""
 
 
 def redact_url(url: str) -> str:
@@ -101,6 +111,24 @@ class PostgresStore(SqlStore):
 
     def where(self) -> str:
         return redact_url(self.url)
+
+    def _insert_id(self, conn: Any, insert: str, row: Any) -> int:
+        return int(conn.execute(insert + " RETURNING id", row).fetchone()[0])
+
+    def _series_table(self, conn: Any, *, create: bool) -> bool:
+        import psycopg
+
+        if conn.execute("SELECT to_regclass(%s)", [SERIES_TABLE]).fetchone()[0] is not None:
+            return True
+        if not create:
+            return False
+        try:
+            with conn.transaction():  # a savepoint: an account that may not create tables still saves records
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_ID])
+                conn.execute(_SERIES_TABLE)
+        except psycopg.Error:
+            return False
+        return True
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[Any]:

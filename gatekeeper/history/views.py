@@ -32,7 +32,7 @@ def changes_report(
     store = _sql_store(history)
     if since:
         _check_date(since)
-    rows = store.series(channel=channel, since=since)
+    rows = store.series(channel=channel, since=since, summaries=True)
     changes = find_changes(rows, metric=metric, marks=store.anchors())
     docs = [c.to_dict() for c in changes]
     if fmt == "json":

@@ -51,11 +51,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+from scipy import special  # not scipy.stats: its import alone takes seconds, `history changes` pays it
 
 from gatekeeper.stats.changepoint_null import bump_p, bump_pairs, split_p
 
-__all__ = ["ChangePoint", "find_change_points", "level_changes", "median_levels", "run_levels"]
+__all__ = [
+    "ChangePoint",
+    "find_change_points",
+    "level_changes",
+    "median_levels",
+    "median_table",
+    "ragged_table",
+    "run_levels",
+]
 
 MIN_SIZE = 3  # runs on each side of a change: fewer cannot tell a step from one odd run
 ALPHA = 0.01  # the level of the first test: on a history with no change, the chance of a false change
@@ -115,6 +123,28 @@ def median_table(medians: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.nda
             table[i, : len(m)] = m
             present[i, : len(m)] = True
     return _table_levels(table, present)
+
+
+def ragged_table(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``median_table`` from every run's per-process medians laid end to end, ``counts[i]`` of them for run i
+    (each at least 1): no Python loop over the runs."""
+    values = np.asarray(values, dtype=float)
+    counts = np.asarray(counts, dtype=np.intp)
+    if len(counts) and counts.min() < 1:
+        raise ValueError(f"run {int(np.argmin(counts))} has no samples")
+    bad = ~(np.isfinite(values) & (values > 0))
+    if bad.any():
+        run = int(np.searchsorted(np.cumsum(counts), int(np.argmax(bad)), side="right"))
+        raise ValueError(f"run {run}: samples must be positive and finite (times, rates, sizes)")
+    if not len(counts):
+        return np.zeros(0), np.zeros(0), counts
+    logs = np.log(values)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    levels = np.add.reduceat(logs, starts) / counts
+    dev = logs - np.repeat(levels, counts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        within = np.where(counts > 1, np.add.reduceat(dev * dev, starts) / (counts - 1) / counts, 0.0)
+    return levels, within, counts
 
 
 def _table_levels(table: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -182,7 +212,7 @@ def run_noise(x: np.ndarray, within: np.ndarray, counts: np.ndarray | None = Non
     df_between = 2 * (n - 1) ** 2 / (3 * n - 4) if n > 1 else 1.0  # von Neumann's mean squared successive difference
     mean_own = float(own.mean())
     variance = own + max(between - mean_own, 0.0)
-    if mean_own > 0 and between <= mean_own * float(sps.f.ppf(1 - EXTRA_LEVEL, df_between, df_within)):
+    if mean_own > 0 and between <= mean_own * float(special.fdtri(df_between, df_within, 1 - EXTRA_LEVEL)):
         return Noise(variance, (df_within, df_between), extra=False)
     return Noise(variance, (df_between,), extra=True)
 
@@ -325,7 +355,7 @@ def _measure(
     if se > 0:
         denom = (vl**2 / max(len(left) - 1, 1)) + (vr**2 / max(len(right) - 1, 1))
         df = (vl + vr) ** 2 / denom if denom > 0 else len(left) + len(right) - 2
-        half = float(sps.t.ppf(0.975, df)) * se
+        half = float(special.stdtrit(df, 0.975)) * se
     else:
         half = 0.0
     return ChangePoint(

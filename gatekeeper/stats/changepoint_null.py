@@ -34,17 +34,17 @@ import functools
 import math
 
 import numpy as np
-from scipy import special
-from scipy import stats as sps
+from scipy import special  # not scipy.stats: its import alone takes seconds, `history changes` pays it
 
 __all__ = ["bump_p", "split_p"]
 
 SIMULATE_BELOW = {"split": 24, "bump": 48}  # segments shorter than this are judged against a simulated null
 _SIM_SPLITS = 50_000  # simulated histories per length, for the split scan
 _SIM_BUMPS = 20_000  # ... for the bump scan (its pairs grow with the square of the length)
-_NODES = 96  # Gauss-Legendre nodes for the average over an estimated variance
+_NODES = 48  # Gauss-Legendre nodes for the average over an estimated variance
 _EXACT_DF = 20_000  # an estimated variance with more degrees of freedom is taken as known
-_GRID = 2_000  # a longer segment's tail sums over this many split positions (the sum is smooth in k/n)
+_GRID = 1_000  # a segment with more splits sums its tail over about this many (see _split_positions)
+_EXACT_EDGE = 250
 
 
 def nu(x: np.ndarray) -> np.ndarray:
@@ -60,14 +60,25 @@ def _phi(b: np.ndarray) -> np.ndarray:
     return np.exp(-b * b / 2) / math.sqrt(2 * math.pi)
 
 
+def _split_positions(n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The splits k = m .. n - m to sum over, with their weights: every split of a short segment; for a long
+    one, every split within ``_EXACT_EDGE`` of either end (where the terms change fast) and a geometric grid
+    between (the terms are smooth there, about 1 / k), weighted by the splits each point stands for."""
+    if n - 2 * m + 1 <= _GRID:
+        k = np.arange(m, n - m + 1, dtype=float)
+        return k, np.ones_like(k)
+    half = n / 2
+    near = np.arange(m, _EXACT_EDGE, dtype=float)
+    edges = np.geomspace(_EXACT_EDGE - 0.5, half, _GRID // 4 + 1)
+    mid = np.sqrt(edges[:-1] * edges[1:])
+    k = np.concatenate([near, mid])
+    weight = np.concatenate([np.ones_like(near), np.diff(edges)])
+    return np.concatenate([k, n - k]), np.concatenate([weight, weight])  # the terms are symmetric in k, n - k
+
+
 def _split_tail(b: np.ndarray, n: int, m: int) -> np.ndarray:
     """The approximate P(max |Z_k| > b) for each b, known variance."""
-    k = np.arange(m, n - m + 1, dtype=float)
-    weight = np.ones_like(k)
-    if len(k) > _GRID:  # a Riemann sum of a smooth function of k/n: evaluate it on a grid
-        edges = np.linspace(m - 0.5, n - m + 0.5, _GRID + 1)
-        k = (edges[:-1] + edges[1:]) / 2
-        weight = np.diff(edges)
+    k, weight = _split_positions(n, m)
     r = n / (2 * k * (n - k))
     bb = np.asarray(b, dtype=float)[..., None]
     terms = bb * _phi(bb) * r * nu(bb * np.sqrt(2 * r)) * weight
@@ -140,13 +151,17 @@ def _variance_nodes(dfs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     x, w = np.polynomial.legendre.leggauss(_NODES)
     q = (x + 1) / 2  # probabilities in (0, 1), crowded at both ends
     if len(dfs) == 1:
-        return sps.chi2.ppf(q, dfs[0]) / dfs[0], w / 2
+        return _chi2_ppf(q, dfs[0]) / dfs[0], w / 2
     # the larger of several: its distribution function is the product of theirs; invert it on a fine grid
-    lo = min(float(sps.chi2.ppf(1e-9, d)) / d for d in dfs)
-    hi = max(float(sps.chi2.isf(1e-9, d)) / d for d in dfs)
+    lo = min(float(_chi2_ppf(np.asarray(1e-9), d)) / d for d in dfs)
+    hi = max(2 * float(special.gammainccinv(d / 2, 1e-9)) / d for d in dfs)
     grid = np.geomspace(max(lo, 1e-6), hi, 20_000)
-    cdf = np.prod([sps.chi2.cdf(grid * d, d) for d in dfs], axis=0)
+    cdf = np.prod([special.gammainc(d / 2, grid * d / 2) for d in dfs], axis=0)
     return np.interp(q, cdf, grid), w / 2
+
+
+def _chi2_ppf(q: np.ndarray, df: float) -> np.ndarray:
+    return 2 * special.gammaincinv(df / 2, q)
 
 
 def _p(kind: str, b: float, n: int, m: int, dfs: tuple[float, ...]) -> float:
