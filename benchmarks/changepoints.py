@@ -8,11 +8,16 @@ recall (a change found within one run of the true step), A/A series with any cha
 Otava (``otava.analysis.compute_change_points``) sees the median of each run, the one number per run it
 takes, in the same run of this script.
 
+Besides the issue's two noise profiles, two where whole runs differ from each other beyond their
+processes (a run-level effect, log-normal with sigma 0.33% or 1%, on top of 1% process noise): what a
+real GPU history also has (another node, clocks, a noisy neighbour). They are scored apart (the issue's
+targets are stated for the first two), to show that the false changes stay rare there too.
+
 Otava is not a dependency of gatekeeper: it runs in a throwaway virtual environment
 (``--otava-python PATH``, or one this script makes in a temp dir with ``pip install apache-otava``),
 fed the same medians as JSON. ``--no-otava`` leaves it out.
 
-    python benchmarks/changepoints.py [--series 40] [--otava-python /tmp/otava/bin/python]
+    python benchmarks/changepoints.py [--series 40] [--seed 2024] [--otava-python /tmp/otava/bin/python]
     python benchmarks/changepoints.py --speed        # history changes over 10,000 runs x 30 metrics
 """
 
@@ -35,7 +40,9 @@ sys.path.insert(0, str(ROOT))
 from gatekeeper.stats.changepoint import find_change_points  # noqa: E402
 
 STEPS = (0.01, 0.02, 0.03, 0.05, 0.10)
-NOISES = (0.01, 0.03)
+# (name, per-process noise, run-level effect): the issue's two, then two with runs that differ as a whole
+PROFILES = (("1%", 0.01, 0.0), ("3%", 0.03, 0.0), ("1% + runs 0.33%", 0.01, 0.0033), ("1% + runs 1%", 0.01, 0.01))
+ISSUE = ("1%", "3%")
 RUNS, PROCESSES, SAMPLES = 30, 10, 20
 
 _OTAVA = """
@@ -49,10 +56,13 @@ json.dump(out, sys.stdout)
 """
 
 
-def make_series(rng: np.random.Generator, step: float, noise: float, at: int | None) -> list[list[list[float]]]:
+def make_series(
+    rng: np.random.Generator, step: float, noise: float, at: int | None, run_effect: float = 0.0
+) -> list[list[list[float]]]:
     runs = []
     for r in range(RUNS):
         level = 10.0 * (1 + step if at is not None and r >= at else 1.0)
+        level *= float(np.exp(rng.normal(0, run_effect))) if run_effect else 1.0
         procs = level * np.exp(rng.normal(0, noise, PROCESSES))
         runs.append([list(p * np.exp(rng.normal(0, noise, SAMPLES))) for p in procs])
     return runs
@@ -87,51 +97,59 @@ def otava_python(given: str | None) -> str:
 
 def accuracy(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(args.seed)
-    cases = []  # (step, noise, at, runs)
-    for noise in NOISES:
+    cases = []  # (profile, step, at, runs)
+    for profile, noise, run_effect in PROFILES:
         for step in (*STEPS, 0.0):
-            for _ in range(args.series // len(NOISES)):
+            for _ in range(args.series // len(ISSUE)):
                 at = int(rng.integers(8, 23)) if step else None
-                cases.append((step, noise, at, make_series(rng, step, noise, at)))
+                cases.append((profile, step, at, make_series(rng, step, noise, at, run_effect)))
     t0 = time.perf_counter()
-    ours = [[cp.index for cp in find_change_points(runs)] for _, _, _, runs in cases]
+    ours = [[cp.index for cp in find_change_points(runs, alpha=args.alpha)] for _, _, _, runs in cases]
     ours_s = time.perf_counter() - t0
-    methods = {"gatekeeper find_change_points (per-process samples)": (ours, ours_s)}
+    methods = {f"gatekeeper find_change_points (per-process samples, alpha={args.alpha})": (ours, ours_s)}
+    short = {next(iter(methods)): f"gatekeeper alpha={args.alpha}"}
     if not args.no_otava:
         python = otava_python(args.otava_python)
         medians = [[float(np.median(np.concatenate(run))) for run in runs] for _, _, _, runs in cases]
         for p in (0.001, 0.01):
             t0 = time.perf_counter()
             got = otava([{"series": m, "window": 50, "p": p} for m in medians], python)
-            methods[f"Otava compute_change_points (run medians, max_pvalue={p})"] = (got, time.perf_counter() - t0)
-    print(f"{len(cases)} series: {args.series} per step and {args.series} A/A, half at each noise {NOISES}\n")
-    header = "| method | " + " | ".join(f"recall {s:.0%}" for s in STEPS) + " | A/A with a change | misplaced | s |"
-    print(header)
+            name = f"Otava compute_change_points (run medians, max_pvalue={p})"
+            methods[name], short[name] = (got, time.perf_counter() - t0), f"Otava max_pvalue={p}"
+    issue = [i for i, c in enumerate(cases) if c[0] in ISSUE]
+    print(
+        f"seed {args.seed}: {args.series} series per step and {args.series} A/A, half at each noise {ISSUE} "
+        f"(the issue's scoring)\n"
+    )
+    print("| method | " + " | ".join(f"recall {s:.0%}" for s in STEPS) + " | A/A with a change | misplaced | s |")
     print("|" + " --- |" * (len(STEPS) + 4))
     for name, (found, seconds) in methods.items():
-        recall = {s: [] for s in STEPS}
-        aa_false, aa_total, misplaced, reported = 0, 0, 0, 0
-        for (step, _, at, _), idx in zip(cases, found, strict=True):
-            hit, wrong = score(idx, at)
-            reported += len(idx)
-            if step:
-                recall[step].append(hit)
-                misplaced += wrong
-            else:
-                aa_total += 1
-                aa_false += bool(idx)
-        mis = f"{misplaced}/{reported} ({misplaced / max(reported, 1):.1%})"
-        cells = " | ".join(f"{np.mean(recall[s]):.2f}" for s in STEPS)
-        print(f"| {name} | {cells} | {aa_false}/{aa_total} | {mis} | {seconds:.1f} |")
-    if args.by_noise:
-        for noise in NOISES:
-            row = []
-            for s in STEPS:
-                hits = [
-                    score(f, at)[0] for (st, nz, at, _), f in zip(cases, ours, strict=True) if st == s and nz == noise
-                ]
-                row.append(f"{np.mean(hits):.2f}")
-            print(f"gatekeeper recall at noise {noise:.0%}: {', '.join(row)}")
+        print(f"| {name} | {_row(cases, found, issue)} | {seconds:.1f} |")
+    print("\nper noise profile (series per step and A/A: " + str(args.series // len(ISSUE)) + ")\n")
+    print("| method | profile | " + " | ".join(f"recall {s:.0%}" for s in STEPS) + " | A/A with a change | misplaced |")
+    print("|" + " --- |" * (len(STEPS) + 4))
+    for name, (found, _) in methods.items():
+        for profile, _, _ in PROFILES:
+            chosen = [i for i, c in enumerate(cases) if c[0] == profile]
+            print(f"| {short[name]} | {profile} | {_row(cases, found, chosen)} |")
+
+
+def _row(cases: list[tuple], found: list[list[int]], chosen: list[int]) -> str:
+    recall: dict[float, list[bool]] = {s: [] for s in STEPS}
+    aa_false, aa_total, misplaced, reported = 0, 0, 0, 0
+    for i in chosen:
+        _, step, at, _ = cases[i]
+        hit, wrong = score(found[i], at)
+        reported += len(found[i])
+        if step:
+            recall[step].append(hit)
+            misplaced += wrong
+        else:
+            aa_total += 1
+            aa_false += bool(found[i])
+    mis = f"{misplaced}/{reported} ({misplaced / max(reported, 1):.1%})"
+    cells = " | ".join(f"{np.mean(recall[s]):.2f}" for s in STEPS)
+    return f"{cells} | {aa_false}/{aa_total} | {mis}"
 
 
 def speed(args: argparse.Namespace) -> None:
@@ -210,7 +228,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--otava-python", help="a python with apache-otava installed (default: make a temp venv)")
     parser.add_argument("--no-otava", action="store_true")
-    parser.add_argument("--by-noise", action="store_true", help="also print gatekeeper's recall per noise level")
+    parser.add_argument("--alpha", type=float, default=0.01, help="gatekeeper's level (default 0.01)")
     parser.add_argument("--speed", action="store_true", help="time `history changes` instead")
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--metrics", type=int, default=30)

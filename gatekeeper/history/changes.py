@@ -56,6 +56,9 @@ class Change:
     runs: int  # runs in the series
     stack: tuple[tuple[str, str | None, str | None], ...]  # (component, before, after), only those that differ
     confirmed: bool = False
+    # where the change may also lie (its span, when wider than one run): the stack changes at those runs,
+    # as (index of the first run after, component, before, after)
+    nearby: tuple[tuple[int, str, str | None, str | None], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +76,10 @@ class Change:
             "last_run_before": _run(self.before),
             "stack_changes": [{"component": c, "before": a, "after": b} for c, a, b in self.stack],
             "confirmed": self.confirmed,
+            "span": list(self.point.span or (self.point.index, self.point.index)),
+            "stack_changes_in_span": [
+                {"index": i, "component": c, "before": a, "after": b} for i, c, a, b in self.nearby
+            ],
         }
 
 
@@ -153,7 +160,13 @@ def _column_changes(
             "model": first.model,
         }
         confirmed = _confirmed(first, have, marks)
-        out.append(Change(first.stage, metric, key, cp, before, first, len(have), stack_diff(before, first), confirmed))
+        lo, hi = cp.span or (cp.index, cp.index)
+        nearby = tuple(
+            (i, *diff) for i in range(max(lo, 1), hi + 1) if i != cp.index for diff in stack_diff(have[i - 1], have[i])
+        )
+        out.append(
+            Change(first.stage, metric, key, cp, before, first, len(have), stack_diff(before, first), confirmed, nearby)
+        )
     return out
 
 
