@@ -19,6 +19,7 @@ fed the same medians as JSON. ``--no-otava`` leaves it out.
 
     python benchmarks/changepoints.py [--series 40] [--seed 2024] [--otava-python /tmp/otava/bin/python]
     python benchmarks/changepoints.py --speed        # history changes over 10,000 runs x 30 metrics
+    python benchmarks/changepoints.py --bound        # what recall any method can reach on these series
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from gatekeeper.stats.changepoint import find_change_points  # noqa: E402
 
 STEPS = (0.01, 0.02, 0.03, 0.05, 0.10)
+NOISES = (0.01, 0.03)
 # (name, per-process noise, run-level effect): the issue's two, then two with runs that differ as a whole
 PROFILES = (("1%", 0.01, 0.0), ("3%", 0.03, 0.0), ("1% + runs 0.33%", 0.01, 0.0033), ("1% + runs 1%", 0.01, 0.01))
 ISSUE = ("1%", "3%")
@@ -152,6 +154,63 @@ def _row(cases: list[tuple], found: list[list[int]], chosen: list[int]) -> str:
     return f"{cells} | {aa_false}/{aa_total} | {mis}"
 
 
+def bound(args: argparse.Namespace) -> None:
+    """What recall any method can reach on these series, from the run levels alone (the mean log process
+    median of a run is all the samples say about its level when processes are drawn afresh each run):
+    a run's level has sigma_run = noise * sqrt((1 + pi / (2 * 20)) / 10) (10 processes, each a process level
+    plus the median of 20 samples), and a step of s moves it by ln(1 + s).
+
+    * ``known``: the likelihood-ratio scan over every split with sigma_run known exactly (no method that
+      learns it from the data does better), at the A/A rate ``a``, located by maximum likelihood;
+    * ``oracle``: the most powerful test there is for these very series (Neyman-Pearson): it knows the
+      step's size, its sign and that it lies in runs 8..22, and places it where a window of three runs
+      holds the most likelihood. No real method knows any of that."""
+    rng = np.random.default_rng(args.seed)
+    n, count, splits = RUNS, 100_000, np.arange(3, RUNS - 2)
+    window = np.arange(8, 23)
+
+    def scan(x: np.ndarray) -> np.ndarray:
+        c = np.cumsum(x, axis=1)
+        d = (c[:, -1:] - c[:, splits - 1]) / (n - splits) - c[:, splits - 1] / splits
+        return d / np.sqrt(1 / splits + 1 / (n - splits))
+
+    def oracle(x: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+        tail = np.cumsum((x - x.mean(axis=1, keepdims=True))[:, ::-1], axis=1)[:, ::-1][:, window]
+        loglik = delta * tail - delta * delta * (n - window) * window / (2 * n)
+        top = loglik.max(axis=1, keepdims=True)
+        post = np.exp(loglik - top)
+        evidence = np.log(post.mean(axis=1)) + top[:, 0]
+        post /= post.sum(axis=1, keepdims=True)
+        padded = np.pad(post, ((0, 0), (1, 1)))
+        win = padded[:, :-2] + padded[:, 1:-1] + padded[:, 2:]
+        return evidence + np.log(win.max(axis=1)), window[np.argmax(win, axis=1)]
+
+    null = np.abs(scan(rng.standard_normal((count, n)))).max(axis=1)
+    print("recall of a step (a change named within one run of it), by what the method knows, per noise:\n")
+    print(
+        "| noise | sigma_run | step | step / sigma_run | known, A/A 1% | known, A/A 2.5% | oracle, A/A 1% | oracle, A/A 2.5% |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for noise in NOISES:
+        sigma = noise * float(np.sqrt((1 + np.pi / (2 * SAMPLES)) / PROCESSES))
+        for step in STEPS[:2]:
+            delta = float(np.log1p(step)) / sigma
+            at = rng.integers(8, 23, count)
+            x = rng.standard_normal((count, n)) + delta * (np.arange(n)[None, :] >= at[:, None])
+            z = scan(x)
+            where = splits[np.argmax(np.abs(z), axis=1)]
+            near = np.abs(where - at) <= 1
+            top = np.abs(z).max(axis=1)
+            null_oracle, _ = oracle(rng.standard_normal((count, n)), delta)
+            got, placed = oracle(x, delta)
+            cells = []
+            for a in (0.01, 0.025):
+                cells.append(f"{np.mean((top > np.quantile(null, 1 - a)) & near):.2f}")
+            for a in (0.01, 0.025):
+                cells.append(f"{np.mean((got > np.quantile(null_oracle, 1 - a)) & (np.abs(placed - at) <= 1)):.2f}")
+            print(f"| {noise:.0%} | {sigma:.2%} | {step:.0%} | {delta:.2f} | " + " | ".join(cells) + " |")
+
+
 def speed(args: argparse.Namespace) -> None:
     """``gatekeeper history changes`` over a sqlite store of 10,000 runs x 30 sampled metrics, end to end."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -230,11 +289,15 @@ def main() -> None:
     parser.add_argument("--no-otava", action="store_true")
     parser.add_argument("--alpha", type=float, default=0.01, help="gatekeeper's level (default 0.01)")
     parser.add_argument("--speed", action="store_true", help="time `history changes` instead")
+    parser.add_argument("--bound", action="store_true", help="what recall any method can reach on these series")
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--metrics", type=int, default=30)
     parser.add_argument("--db", help="with --speed: reuse (or keep) the store at this path")
     args = parser.parse_args()
-    speed(args) if args.speed else accuracy(args)
+    if args.bound:
+        bound(args)
+    else:
+        speed(args) if args.speed else accuracy(args)
 
 
 if __name__ == "__main__":
