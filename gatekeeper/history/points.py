@@ -13,6 +13,7 @@ damaged) is read from its points as before: ``metric_columns`` takes either.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -109,11 +110,9 @@ def metric_columns(
             continue
         for name, values in points.items():
             if isinstance(values, list | tuple) and values and (only is None or name == only):
-                numbers = [_float(v) for v in values]
-                if all(math.isfinite(v) and v > 0 for v in numbers):
-                    got_rows, got = listed.setdefault(name, ([], []))
-                    got_rows.append(i)
-                    got.append(numbers)
+                got_rows, got = listed.setdefault(name, ([], []))
+                got_rows.append(i)
+                got.append(values)
     for names, (rows, tables) in by_names.items():  # records with the same metrics: one array, no loop
         stacked = np.stack(tables)
         index = np.asarray(rows, dtype=np.intp)
@@ -122,9 +121,15 @@ def metric_columns(
                 counts = stacked[:, j, 0]
                 parts.setdefault(name, []).append((index, stacked[:, j, 1], stacked[:, j, 2] / counts, counts))
     for name, (rows_l, got) in listed.items():
-        values = np.asarray([v for g in got for v in g])
-        levels_, within, counts_ = ragged_table(values, np.asarray([len(g) for g in got], dtype=np.intp))
-        parts.setdefault(name, []).append((np.asarray(rows_l, dtype=np.intp), levels_, within, counts_))
+        counts_l = np.asarray([len(g) for g in got], dtype=np.intp)
+        values = _numbers(got, int(counts_l.sum()))
+        good = np.isfinite(values) & (values > 0)
+        starts = np.concatenate([[0], np.cumsum(counts_l)[:-1]])
+        keep = np.logical_and.reduceat(good, starts) if len(starts) else np.zeros(0, dtype=bool)
+        if not keep.any():
+            continue
+        levels_, within, counts_ = ragged_table(values[np.repeat(keep, counts_l)], counts_l[keep])
+        parts.setdefault(name, []).append((np.asarray(rows_l, dtype=np.intp)[keep], levels_, within, counts_))
     out = {}
     for name, pieces in parts.items():
         rows_a, levels_a, within_a, counts_a = (np.concatenate(p) for p in zip(*pieces, strict=True))
@@ -133,8 +138,15 @@ def metric_columns(
     return out
 
 
+def _numbers(lists: list[Sequence[Any]], total: int) -> np.ndarray:
+    """Every stored number, end to end; anything that is not a number is NaN (its row is left out)."""
+    try:
+        return np.fromiter(itertools.chain.from_iterable(lists), dtype=float, count=total)
+    except (TypeError, ValueError):
+        return np.asarray([_float(v) for g in lists for v in g], dtype=float)
+
+
 def _float(value: Any) -> float:
-    """A stored number; anything else NaN (not a level: the row is left out)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return math.nan
     return float(value)
