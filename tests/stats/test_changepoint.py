@@ -80,7 +80,7 @@ def test_bad_samples_are_refused(bad: list[list[float]]) -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_runs_that_differ_from_night_to_night_are_not_a_change(seed: int) -> None:
     """A run-level effect (each night 2% up or down as a whole, beyond its processes' 1% spread) is noise:
-    the permutation test judges the statistic against the same history shuffled."""
+    the scatter of the runs, larger than their processes' spread, is the variance the scan is judged by."""
     rng = np.random.default_rng(50 + seed)
     levels = list(10.0 * np.exp(rng.normal(0, 0.02, 30)))
     assert find_change_points(_runs(levels, seed=seed)) == []
@@ -94,8 +94,8 @@ def _levels(levels: list[float], *, noise: float, run_effect: float = 0.0, seed:
 
 
 def test_a_history_whose_runs_differ_beyond_their_processes_rarely_shows_a_false_change() -> None:
-    """1% process noise, and whole runs 1% apart: the within-run spread alone would call a change in about a
-    third of these histories; judged by the scatter of the runs, at most a few in a hundred."""
+    """1% process noise, and whole runs 1% apart: the within-run spread alone would call a change in almost
+    every one of these histories; judged by the scatter of the runs, about 1 in 100."""
     false = sum(bool(find_change_points(_levels([10.0] * 30, noise=0.01, run_effect=0.01, seed=s))) for s in range(100))
     assert false <= 4
 
