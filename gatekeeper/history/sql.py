@@ -25,12 +25,14 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatekeeper.contract.stage_report import Environment, StageReport, utc_now
 from gatekeeper.core.errors import InputError
 from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, unusable
-from gatekeeper.history.points import Levels, decode_levels, encode_levels
+
+if TYPE_CHECKING:
+    from gatekeeper.history.points import Levels
 
 __all__ = ["SCHEMA_VERSION", "AnchorMark", "SeriesRow", "SqlStore", "metric_points"]
 
@@ -178,6 +180,8 @@ class SqlStore(BaselineStore):
 
     def save_many(self, records: Iterable[tuple[StageReport, RunInfo]]) -> int:
         """Insert every record in one transaction; returns how many."""
+        from gatekeeper.history.points import encode_levels  # here: numpy only for a store that writes
+
         rows = [self._row(report, info) for report, info in records]
         if not rows:
             return 0
@@ -299,6 +303,8 @@ class SqlStore(BaselineStore):
         unless the row predates the ``points`` column); ``device`` (kind, arch) narrows it, ``newest``
         keeps only that many of the newest. ``summaries``: a record with its summary in ``results_series``
         comes with ``levels`` and without ``points`` (what ``history changes`` reads, fast)."""
+        from gatekeeper.history.points import decode_levels
+
         conds: list[str] = ["status = 'passed'"]
         args: list[object] = []
         for column, value in (("stage", stage), ("channel", channel)):
