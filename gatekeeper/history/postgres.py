@@ -9,6 +9,8 @@ Many runners write at once: a save is one short transaction of INSERTs (PostgreS
 else), and the schema is created or migrated under a transaction-scoped advisory lock, so two jobs that
 meet an empty database at the same moment do not both build it. ``gatekeeper_schema`` holds the version;
 a database migrated by a newer gatekeeper is refused with an upgrade hint, never written.
+The first save also makes ``results_series`` (each record's metric summaries for ``history changes``;
+not a schema version, and skipped when the account may not create tables: ``gatekeeper.history.sql``).
 
 psycopg 3 is the ``postgres`` extra (``pip install 'gatekeeper-rocm[postgres]'``; its binary wheel
 carries libpq, so a ROCm or CUDA image needs no system package for it).

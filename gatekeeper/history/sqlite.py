@@ -7,6 +7,8 @@ are the SQL stores' own (``gatekeeper.history.sql``); this file adds the file, t
 pragmas and the migrations (``PRAGMA user_version``: 1 the first schema, 2 added
 points, config, stack, tag and the anchors table; a version-1 file is upgraded in
 place the first time a gatekeeper that knows 2 opens it, and keeps every record).
+The first save also makes ``results_series`` (each record's metric summaries for
+``history changes``; not a schema version: ``gatekeeper.history.sql``).
 
 Reading never creates a database: through ``open_store`` a path that does not exist
 is an input error naming it (``create=True`` only where a run is recorded), or an
