@@ -100,6 +100,7 @@ def test_a_history_whose_runs_differ_beyond_their_processes_rarely_shows_a_false
     assert false <= 4
 
 
+@pytest.mark.slow
 def test_a_a_histories_of_the_issue_raise_about_alpha_false_changes() -> None:
     """200 histories at 3% process noise, nothing changed: alpha 0.01 gives about 1 (at most 5 by chance)."""
     false = sum(bool(find_change_points(_runs([10.0] * 30, noise=0.03, seed=500 + s))) for s in range(200))

@@ -46,6 +46,7 @@ def test_a_long_history_sums_its_tail_over_a_grid_that_loses_nothing() -> None:
         assert null.split_p(b, 10_000, 3) == pytest.approx(full, rel=0.002)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [20, 60])
 def test_the_bump_tail_is_the_simulated_one(n: int) -> None:
     top = _bump_maxima(n, 20_000, seed=100 + n)
