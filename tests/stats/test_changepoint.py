@@ -136,11 +136,16 @@ def test_a_clear_step_has_a_span_of_one_run() -> None:
 
 
 def test_a_regression_that_was_fixed_later_is_found_at_both_ends() -> None:
-    """Six runs 1.5% slower in the middle of thirty: each plain split averages it away; the scan of middle
-    parts names where it began and where it ended."""
-    found = find_change_points(_runs([10.0] * 12 + [10.15] * 6 + [10.0] * 12, seed=7))
-    assert [cp.index for cp in found] == [12, 18]
-    assert found[0].change > 0 > found[1].change
+    """Six runs 1% slower in the middle of thirty: a plain split averages them away (it finds both ends in
+    about 3 histories of 10); the scan of middle parts names where the regression began and where it ended."""
+    both = 0
+    for seed in range(10):
+        found = [cp.index for cp in find_change_points(_runs([10.0] * 12 + [10.1] * 6 + [10.0] * 12, seed=seed))]
+        both += any(abs(i - 12) <= 1 for i in found) and any(abs(i - 18) <= 1 for i in found)
+    assert both >= 7
+    [up, down] = find_change_points(_runs([10.0] * 12 + [10.15] * 6 + [10.0] * 12, seed=7))
+    assert (up.index, down.index) == (12, 18)
+    assert up.change > 0 > down.change
 
 
 def test_runs_of_one_process_are_judged_by_their_scatter_alone() -> None:
