@@ -163,7 +163,9 @@ def test_dependencies_and_nightly_guard(stage_run) -> None:
 
 
 def _evaluate(artifacts: Path, gates: Path, out: Path) -> tuple[int, dict]:
-    code = cli.main(["evaluate", "--artifacts", str(artifacts), "--gates", str(gates), "--out", str(out)])
+    code = cli.main(
+        ["evaluate", "--artifacts", str(artifacts), "--gates", str(gates), "--out", str(out), "--channel", "nightly"]
+    )
     return code, {g["name"]: g for g in json.loads((out / "verdict.json").read_text())["gates"]}
 
 
