@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import matplotlib  # noqa: F401  (the report extra, which make setup installs: a missing one fails)
 import pytest
 
 from gatekeeper.contract.metric_points import point_name
@@ -19,7 +20,6 @@ from gatekeeper.report.markdown import render_markdown
 from gatekeeper.report.perf_plots import soak_plot, sweep_plot
 from tests.support.release_history import day, environment, performance
 
-pytest.importorskip("matplotlib", reason="matplotlib (the report extra) draws the plots")
 
 POINTS = [{"batch_size": b, "dtype": d} for b in ("1", "8", "64") for d in ("float32", "bfloat16")]
 

@@ -111,7 +111,8 @@ def test_a_golden_is_never_unpickled_beyond_tensors(tmp_path: Path) -> None:
 
 
 def test_safetensors_when_installed(tmp_path: Path) -> None:
-    pytest.importorskip("safetensors")
+    import safetensors  # noqa: F401  (in the dev extra: a missing one is a failure, not a skip)
+
     where = _save(tmp_path)
     assert (where / "golden.safetensors").exists()
     assert json.loads((where / golden.META).read_text())["format"] == "safetensors"
