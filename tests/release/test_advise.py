@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from gatekeeper import cli
+from gatekeeper.history import BaselineStore, open_store
 from gatekeeper.release.advise import AdviseInputs, advise, run_advise
 from gatekeeper.release.evidence import ChannelEvidence, collect_evidence, read_breakers
-from gatekeeper.history import BaselineStore, open_store
 from tests.support.release_history import day, environment, pipeline, record, sqlite_store
 
 NIGHTLY_TORCH = "2.7.0.dev20250301+rocm6.3"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from gatekeeper import cli
+from gatekeeper.history import BaselineStore, RunInfo
 from gatekeeper.release.matrix import build_matrix
 from gatekeeper.release.releases import find_release, lifecycle, load_matrix_file, version_key
 from gatekeeper.report.matrix_page import write_matrix
-from gatekeeper.history import BaselineStore, RunInfo
 from tests.support.release_history import STORES, day, environment, pipeline, record
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,11 +11,11 @@ from gatekeeper import cli
 from gatekeeper.contract.analysis import read_analysis
 from gatekeeper.core.errors import InputError
 from gatekeeper.evaluate.run import run_evaluate
+from gatekeeper.history import BaselineStore
 from gatekeeper.report.data import category_rows, collect
 from gatekeeper.report.html import render_html
 from gatekeeper.report.markdown import render_markdown
 from gatekeeper.report.plots import matplotlib_missing
-from gatekeeper.history import BaselineStore
 from tests.support.release_history import STORES, day, environment, functional, pipeline, record, write_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -101,7 +101,9 @@ def test_matrix_page_loads_without_console_errors(tmp_path: Path) -> None:
 
     from gatekeeper.report.matrix_page import write_matrix
 
-    store = record(sqlite_store(tmp_path / "hist"), pipeline(environment(), started_at=day(2)), verdict="pass", pipeline_id="7")
+    store = record(
+        sqlite_store(tmp_path / "hist"), pipeline(environment(), started_at=day(2)), verdict="pass", pipeline_id="7"
+    )
     write_matrix(history=None, matrix_file=ROOT / "matrix.yaml", out=tmp_path, store=store, today=dt.date(2026, 12, 2))
     messages, _ = _load(tmp_path / "matrix.html", tmp_path / "matrix.png", tmp_path, height=900)
     assert messages == []

@@ -14,7 +14,6 @@ from gatekeeper.report.html import render_html
 from tests.support.release_history import day, environment, pipeline, write_pipeline
 
 
-
 def _texts(svg: str) -> str:
     return " ".join(re.findall(r">([^<>]+)</text>", svg))
 

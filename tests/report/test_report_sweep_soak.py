@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import matplotlib  # noqa: F401  (the report extra, which make setup installs: a missing one fails)
-import pytest
 
 from gatekeeper.contract.metric_points import point_name
 from gatekeeper.contract.soak_series import SERIES_FILE, read_series
@@ -19,7 +18,6 @@ from gatekeeper.report.html import render_html
 from gatekeeper.report.markdown import render_markdown
 from gatekeeper.report.perf_plots import soak_plot, sweep_plot
 from tests.support.release_history import day, environment, performance
-
 
 POINTS = [{"batch_size": b, "dtype": d} for b in ("1", "8", "64") for d in ("float32", "bfloat16")]
 

@@ -183,11 +183,14 @@ def test_stage_junit_is_well_formed_xml_and_carries_the_check(text: str) -> None
     root = ET.fromstring(raw.encode("utf-8"))
     suite = root.find("testsuite")
     case = root.find("testsuite/testcase")
-    assert suite is not None and case is not None
+    assert suite is not None
+    assert case is not None
     assert suite.get("hostname") == _carried(text)
     assert case.get("name") == _carried(text or "x")
     assert case.get("classname") == _carried(f"functional_test.{text}" if text else "functional_test")
-    assert (case.find("failure").get("message") or "") == _carried(text.strip().splitlines()[0][:500] if text.strip() else "")  # type: ignore[union-attr]
+    assert (case.find("failure").get("message") or "") == _carried(
+        text.strip().splitlines()[0][:500] if text.strip() else ""
+    )  # type: ignore[union-attr]
     assert (case.find("system-out").text or "") == _as_parsed(_carried(text))  # type: ignore[union-attr]
 
 
