@@ -97,7 +97,8 @@ def test_ab_catches_a_slower_head_in_a_tiny_repo(tmp_path: Path) -> None:
     log = io.StringIO()
     stage_args = ["--device", "cpu", "--model", "slowmodel:build", "--batch-size", "2"]
     stage_args += ["--processes", "3", "--iterations", "15", "--warmup", "2"]
-    code = run_ab(base="main", out=tmp_path / "ab", rounds=1, stage_args=stage_args, repo=work, log=log)
+    # a shared 2-core runner fluctuates more than 5% between processes; a 2x slowdown still stands out
+    code = run_ab(base="main", out=tmp_path / "ab", rounds=1, max_cv=0.5, stage_args=stage_args, repo=work, log=log)
     text = log.getvalue()
     assert code == ExitCode.BLOCKED, text
     assert "-> regression" in text
