@@ -441,7 +441,7 @@ def mutate(root: Path, command: str, name: str, cls: str, payload: Any, pool: Pa
     klass = m.CLASSES[cls]
     if klass.kind == "file":
         target = spec.file(root)
-        if cls == "truncated":  # cuts the valid file it finds
+        if cls in ("truncated", "utf8-bom"):  # changes the valid file it finds
             if spec.fmt == "sqlite-row":
                 _checkpoint(target)
             m.FILE_WRITERS[cls](target)
@@ -507,9 +507,11 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     **{("breaker record", "stage artifact", c): frozenset({0}) for c in m.CLASSES},
     # a known issue's explanation is one line (schema): a payload with newlines is refused
     ("analyze", "known issues", "markup"): frozenset({2}),
-    # an empty file is an empty sqlite store: no baseline (the latency gate warns) and no history
-    ("evaluate", "history row", "empty"): frozenset({3}),
-    **{(c, "history row", "empty"): frozenset({0}) for c in ("report", "matrix", "advise")},
+    # an empty file, or none (sqlite creates it where a dangling link points), is an empty store: no baseline
+    # (the latency gate warns) and no history
+    **{("evaluate", "history row", c): frozenset({3}) for c in ("empty", "dangling-symlink")},
+    **{(c, "history row", k): frozenset({0})
+       for c in ("report", "matrix", "advise") for k in ("empty", "dangling-symlink")},
     # advise takes a directory of state files too: an empty one holds no breaker
     ("advise", "breaker state", "directory"): frozenset({0}),
     # a capture file must be UTF-8 text (a log need not be)
@@ -520,12 +522,13 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     ("advise", "breaker state", "string-number"): frozenset({0}),
     # a capture file that is not a regular file is skipped like a missing one; garbage in rocminfo.txt
     # means no GPU was found, an error finding (exit 1)
-    **{("doctor --from", "capture", c): frozenset({0}) for c in ("symlink-loop", "directory", "symlink-device", "fifo")},
+    **{("doctor --from", "capture", c): frozenset({0})
+       for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
     # a capture file holds at most 256 MiB
     ("doctor --from", "capture", "oversized"): frozenset({2}),
-    **{("doctor --from", "capture", c): frozenset({1}) for c in ("empty", "deep-nesting", "newline-free")},
+    **{("doctor --from", "capture", c): frozenset({1}) for c in ("empty", "deep-nesting", "newline-free", "nul-bytes")},
     **{("doctor --from", "capture tools", c): frozenset({0})
-       for c in ("symlink-loop", "directory", "symlink-device", "fifo")},
+       for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
 }  # fmt: skip
 
 
@@ -554,12 +557,13 @@ def cell(command: str, name: str, cls: str) -> frozenset[int] | str:
         return frozenset({ok})
     if klass.kind == "context":  # principle 1: an input error naming both, or ignored with a warning; never obeyed
         return frozenset({2, absent if policy == "ignored" else ok})
-    if policy == "strict":
-        return frozenset({2})
+    if policy == "strict":  # YAML allows a byte-order mark; JSON as gatekeeper reads it does not
+        return frozenset({ok}) if cls == "utf8-bom" and spec.fmt == "yaml" else frozenset({2})
     if policy == "rows":
         return frozenset({2}) if klass.kind == "file" else frozenset({ok})
     if policy == "text":
-        return frozenset({2}) if cls in ("symlink-loop", "directory", "symlink-device") else frozenset({ok})
+        refused = ("symlink-loop", "directory", "symlink-device", "dangling-symlink")
+        return frozenset({2}) if cls in refused else frozenset({ok})
     return frozenset({absent})
 
 

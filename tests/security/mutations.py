@@ -212,6 +212,12 @@ def wrong_type(path: Path) -> None:
 # An alias bomb: 9**9 nodes once expanded (a few hundred bytes on disk).
 ALIAS_BOMB = "".join(f"x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 9) if i else 'a'}]\n" for i in range(10)) + "y: *x9\n"
 PYTHON_TAG = "!!python/object/apply:os.system ['touch gatekeeper-pwned']\n"
+RECURSIVE_ALIAS = "a: &a [*a]\n"
+
+
+def with_bom(path: Path) -> None:
+    """The valid file behind a UTF-8 byte-order mark (what some Windows editors save)."""
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
 
 
 FILE_WRITERS: dict[str, Callable[[Path], None]] = {
@@ -228,6 +234,10 @@ FILE_WRITERS: dict[str, Callable[[Path], None]] = {
     "wrong-type": wrong_type,
     "yaml-alias-bomb": lambda p: p.write_text(ALIAS_BOMB, encoding="utf-8"),
     "yaml-python-tag": lambda p: p.write_text(PYTHON_TAG, encoding="utf-8"),
+    "yaml-recursive-alias": lambda p: p.write_text(RECURSIVE_ALIAS, encoding="utf-8"),
+    "utf8-bom": with_bom,
+    "nul-bytes": lambda p: p.write_bytes(b"\x00" * 100),
+    "dangling-symlink": lambda p: p.symlink_to("does-not-exist"),
 }
 
 
@@ -309,11 +319,15 @@ CLASSES: dict[str, MutationClass] = {
                 ("not-utf8", "bytes that are not UTF-8"),
                 ("deep-nesting", f"brackets nested {DEPTH:,} deep"),
                 ("truncated", "the valid file cut in the middle"),
+                ("utf8-bom", "the valid file behind a UTF-8 byte-order mark"),
+                ("nul-bytes", "100 NUL bytes"),
+                ("dangling-symlink", "a symlink to nothing"),
             )
         ),
         MutationClass("wrong-type", "file", "a list where an object belongs", formats=("json", "yaml", "sqlite-row")),
         MutationClass("yaml-alias-bomb", "file", "YAML aliases that expand to 9**9 nodes", formats=("yaml",)),
         MutationClass("yaml-python-tag", "file", "a !!python/object tag that would run a command", formats=("yaml",)),
+        MutationClass("yaml-recursive-alias", "file", "an alias inside its own anchor", formats=("yaml",)),
     )
 }  # fmt: skip
 

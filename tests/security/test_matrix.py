@@ -42,6 +42,9 @@ _NUMBER = f"an unbounded number is read as it is (principle 5), {IO}"
 _MATHTEXT = f"a unit string with matplotlib mathtext is exit 70 in report (principle 6), {IO}"
 _TERMINAL = f"control characters reach the terminal (principle 6), {IO}"
 _SECRET = f"secret shapes still leak (principle 7), {IO}"
+_SECRET_ESCAPED = (
+    "secret shapes still leak (principle 7) once escaped for markdown or HTML: not fixed on any branch yet"
+)
 _MEMORY = f"memory grows with the size and number of logs (principle 8), {IO}"
 XFAIL: dict[tuple[str, str, str], str] = {
     ("evaluate", "stage artifact", "context"): _BASELINE,
@@ -66,10 +69,12 @@ XFAIL: dict[tuple[str, str, str], str] = {
         ("doctor --from", "capture tools"), ("breaker check", "breaker marker"), ("breaker status", "breaker state"),
     )},
     **{(c, i, "secret"): _SECRET for c, i in (
-        ("evaluate", "stage artifact"), ("evaluate", "gates file"), ("report", "verdict"), ("report", "analysis"),
+        ("evaluate", "stage artifact"), ("evaluate", "gates file"), ("report", "analysis"),
         ("doctor --from", "capture tools"), ("breaker check", "breaker marker"), ("breaker status", "breaker state"),
-        ("matrix", "matrix file"),
     )},
+    # still failing with trust-io merged (its head 3f6fe16): the header dict reaches the redactor escaped
+    # for markdown (report.md: \{'Authorization'...) or HTML (matrix.html: &#x27;), and its shape no longer matches
+    **{(c, i, "secret"): _SECRET_ESCAPED for c, i in (("report", "verdict"), ("matrix", "matrix file"))},
     ("analyze", "log", "oversized"): _MEMORY,
 }  # fmt: skip
 
