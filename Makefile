@@ -61,9 +61,12 @@ audit: setup
 lock: setup
 	$(BIN)/python -m pip freeze --exclude-editable --all | grep -v '^\(pip\|setuptools\|wheel\)==' > requirements.lock
 
+# WORKERS pytest-xdist processes, each taking whole test files (module fixtures are built once); WORKERS=0 runs
+# serially. CONTRIBUTING.md has the measurement behind the default.
+WORKERS ?= 2
 test: setup tools lint
 	@# pytest exits 5 when it collected no test: here that means the suite is broken
-	$(BIN)/python -m pytest; rc=$$?; [ $$rc -ne 5 ] || { echo "pytest collected no tests" >&2; exit 1; }; exit $$rc
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile; rc=$$?; [ $$rc -ne 5 ] || { echo "pytest collected no tests" >&2; exit 1; }; exit $$rc
 
 # The hostile-input matrix's large profile (not in CI; tens of minutes): hypothesis draws EXAMPLES payloads per
 # text and number case, and the size classes are bigger (docs/security.md, "The hostile-input matrix").
