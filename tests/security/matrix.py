@@ -195,7 +195,7 @@ INPUTS: dict[str, Input] = {
         ),
         Input(
             "alert state", "alert/state.json", "json",
-            m.Roles(frozenset({"runs"}), frozenset(), {"channel": "nightly"}), "notify slack --state (cache)",
+            m.Roles(frozenset({"runs"})), "notify slack --state (cache)",
         ),
         Input(
             "spool entry", "spool/pending/entry.json", "json",
@@ -675,6 +675,8 @@ def problems(command: str, name: str, cls: str, outcome: Outcome, root: Path) ->
             found += [f"{path.relative_to(root)}: {p}" for p in markdown_problems(text)]
         elif path.suffix == ".html":
             found += [f"{path.relative_to(root)}: {p}" for p in html_problems(text)]
+    if (root / "gatekeeper-pwned").exists():
+        found.append("a !!python tag in YAML ran its command")
     found += target_problems(outcome.sent)
     if outcome.peak_mib is not None and outcome.peak_mib > MEMORY_BOUND_MIB:
         found.append(f"peak memory {outcome.peak_mib:.0f} MiB > {MEMORY_BOUND_MIB} MiB")

@@ -13,7 +13,6 @@ for it (tests/security/matrix.py) or say why it does not apply.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -330,10 +329,3 @@ CLASSES: dict[str, MutationClass] = {
         MutationClass("yaml-recursive-alias", "file", "an alias inside its own anchor", formats=("yaml",)),
     )
 }  # fmt: skip
-
-# Classes whose cases also run in a child process whose peak memory is measured (the size classes).
-MEMORY_CLASSES = ("oversized", "newline-free")
-
-
-def finite(x: float) -> bool:
-    return math.isfinite(x)
