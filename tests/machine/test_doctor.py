@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import sys
-import time
 import types
 from pathlib import Path
 
@@ -279,15 +278,13 @@ def _fake_tools(tmp_path: Path) -> Path:
 def test_hanging_tool_is_reported_as_timed_out(tmp_path: Path) -> None:
     bin_dir = _fake_tools(tmp_path)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GITLAB_TOKEN": "glpat-abcdefghijklmnopqrst"}
-    start = time.monotonic()
     snap = take_snapshot(
         timeout=1.0,
         environ=env,
         tools_to_run={k: v for k, v in TOOLS.items() if k != "collect_env"},
         probe_torch=False,
     )
-    assert time.monotonic() - start < 15
-    assert snap.tools["rocm-smi"].status == "timed out"
+    assert snap.tools["rocm-smi"].status == "timed out"  # the event; pytest-timeout guards a real hang
     assert snap.tools["rocm-smi --json"].status == "skipped"
     assert snap.tools["rocminfo"].status == "ok"
     assert snap.tools["nvidia-smi"].status == "missing"
