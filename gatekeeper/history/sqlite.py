@@ -98,7 +98,7 @@ class SqliteStore(SqlStore):
         self.path = Path(path)
         self.why_missing = ""
         self.skipped: list[str] = []
-        self.missing = not self.path.exists()
+        self.missing = _missing(self.path)
         if self.missing and not create and not missing_ok:
             raise InputError(
                 self.path, "", "no such history store",
@@ -178,3 +178,19 @@ def _apply(conn: sqlite3.Connection, version: int) -> None:
             if statement.strip():
                 conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _missing(path: Path) -> bool:
+    """True when nothing is at ``path`` (a dangling link included: sqlite would create its target). Anything
+    there that cannot be looked at (a symlink loop, a path through a file) is an error, never an empty store:
+    ``Path.exists`` reads those as missing, and a baseline that is not there lets a gate fall back to its
+    missing-data policy."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        raise InputError(
+            path, "", f"cannot open the history store ({exc.strerror})", "point --baseline at a database file"
+        ) from None
+    return False

@@ -30,53 +30,14 @@ from tests.support.fake_http import FakeServer, Reply, Seen, refused_url
 FUZZ = os.environ.get("GATEKEEPER_FUZZ") == "1"  # read at import: conftest clears GATEKEEPER_* in each test
 FUZZ_EXAMPLES = int(os.environ.get("GATEKEEPER_FUZZ_EXAMPLES", "25"))
 
-# Cases that fail today because of the findings of issue 23 that other branches fix. strict: when the fix
-# merges they pass, the xfail turns into a failure, and whoever merges removes the line.
-CTX = "fixed on branch trust-ctx"
-IO = "fixed on branch trust-io"
-_BASELINE = f"the artifact picks its own baseline (principle 1), {CTX}"
-_NOTIFY = f"notify posts where the verdict says (principle 1), {CTX}"
-_SPOOL = f"planted spool entries are sent as they are (principle 4), {CTX}"
-_EXIT70 = f"exit 70 on hostile numbers and rows (principle 5), {IO}"
-_NUMBER = f"an unbounded number is read as it is (principle 5), {IO}"
-_MATHTEXT = f"a unit string with matplotlib mathtext is exit 70 in report (principle 6), {IO}"
-_TERMINAL = f"control characters reach the terminal (principle 6), {IO}"
-_SECRET = f"secret shapes still leak (principle 7), {IO}"
+# Cases that fail today because of a finding of issue 23 not fixed yet. strict: when a fix merges the case
+# passes, the xfail turns into a failure, and whoever merges removes the line.
 _SECRET_ESCAPED = (
     "secret shapes still leak (principle 7) once escaped for markdown or HTML: not fixed on any branch yet"
 )
-_MEMORY = f"memory grows with the size and number of logs (principle 8), {IO}"
 XFAIL: dict[tuple[str, str, str], str] = {
-    ("evaluate", "stage artifact", "context"): _BASELINE,
-    ("notify gitlab", "verdict", "context"): _NOTIFY,
-    ("notify --resend", "spool entry", "context"): _SPOOL,
-    ("notify --resend", "spool entry", "markup"): _SPOOL,
-    **dict.fromkeys((
-        ("evaluate", "stage artifact", "huge-number"), ("analyze", "stage artifact", "huge-number"),
-        ("report", "stage artifact", "huge-number"), ("report html", "stage artifact", "huge-number"),
-        ("breaker check", "stage artifact", "huge-number"), ("breaker record", "stage artifact", "huge-number"),
-        *((c, "history row", k) for c in ("evaluate", "report", "report html", "matrix", "advise")
-          for k in ("huge-number", "string-number")),
-    ), _EXIT70),
-    **dict.fromkeys((
-        ("doctor --from", "capture tools", "non-finite"), ("matrix", "matrix file", "huge-number"),
-        ("breaker check", "breaker state", "huge-number"), ("breaker status", "breaker state", "huge-number"),
-        ("breaker record", "breaker state", "huge-number"), ("advise", "breaker state", "huge-number"),
-        ("advise", "breaker state", "non-finite"),
-    ), _NUMBER),
-    ("report html", "stage artifact", "markup"): _MATHTEXT,
-    **{(c, i, "control-chars"): _TERMINAL for c, i in (
-        ("doctor --from", "capture tools"), ("breaker check", "breaker marker"), ("breaker status", "breaker state"),
-    )},
-    **{(c, i, "secret"): _SECRET for c, i in (
-        ("evaluate", "stage artifact"), ("evaluate", "gates file"), ("report", "analysis"),
-        ("doctor --from", "capture tools"), ("breaker check", "breaker marker"), ("breaker status", "breaker state"),
-    )},
-    # still failing with trust-io merged (its head 3f6fe16): the header dict reaches the redactor escaped
-    # for markdown (report.md: \{'Authorization'...) or HTML (matrix.html: &#x27;), and its shape no longer matches
     **{(c, i, "secret"): _SECRET_ESCAPED for c, i in (("report", "verdict"), ("matrix", "matrix file"))},
-    ("analyze", "log", "oversized"): _MEMORY,
-}  # fmt: skip
+}
 
 
 def _route(seen: Seen) -> Reply:

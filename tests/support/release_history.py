@@ -167,7 +167,7 @@ def sqlite_store(directory: Path) -> BaselineStore:
     """A fresh ``sqlite:`` store (the embedded default) in ``directory``."""
     from gatekeeper.history import open_store
 
-    return open_store(f"sqlite:{directory / 'history.db'}")
+    return open_store(f"sqlite:{directory / 'history.db'}", create=True)
 
 
 def git_store(directory: Path) -> BaselineStore:
