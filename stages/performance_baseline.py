@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.contract.failures import CheckKind, MetricKind
 from gatekeeper.contract.metric_points import SKIPPED, point_label, point_name
 from gatekeeper.core.errors import InputError
 from stages._stage import StageContext, stage_main
@@ -38,6 +39,50 @@ class Options:
     duration: str | None = None
     sweep: list[str] | None = None
     sweep_budget: str | None = None
+
+
+# Every check and metric this stage writes, with the failure category of each (contract/failures.py).
+CHECKS = (
+    CheckKind(
+        "*process.*",
+        "configuration_error",
+        "a fresh timing process runs the model to the end (the message has its exit and last lines)",
+        "run the model's forward on the device by hand with the batch size and input shape of the run; a timing "
+        "process that hangs or crashes is named by its timeout or signal",
+    ),
+    CheckKind(
+        "point*",
+        "performance_regression",
+        "a sweep point the device can run was measured",
+        "give the sweep a larger --sweep-budget, or drop the point the device cannot run",
+    ),
+    CheckKind(
+        "clocks_and_temperature",
+        "performance_regression",
+        "GPU clocks and temperatures were recorded beside the timings",
+        "check that rocm-smi / amd-smi / nvidia-smi run on the runner",
+    ),
+    CheckKind(
+        "memory_growth",
+        "performance_regression",
+        "allocated memory does not grow while the model runs",
+        "look for tensors kept across iterations (lists of outputs, autograd graphs kept alive, caches)",
+    ),
+    CheckKind(
+        "soak*",
+        "performance_regression",
+        "the soak run (--duration) keeps its throughput",
+        "read the soak series (performance_baseline.series.jsonl) for the window where throughput fell",
+    ),
+)
+METRICS = (
+    MetricKind("latency_ms*", "performance_regression", "latency of one batch"),
+    MetricKind("throughput*", "performance_regression", "items per second, its variation and decay"),
+    MetricKind("peak_memory_mb*", "performance_regression", "peak device memory"),
+    MetricKind("warmup_converged*", "performance_regression", "1 when the warm-up converged"),
+    MetricKind("memory_growth_mb_per_hour*", "performance_regression", "memory growth over time"),
+    MetricKind("soak_throughput", "performance_regression", "throughput over a soak run"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +126,10 @@ def run(ctx: StageContext) -> None:
     if budget_s is not None and not axes:
         raise InputError(None, "--sweep-budget", "caps a sweep, and no --sweep was given", "add --sweep KEY=V1,V2")
     common = ctx.common
+    from stages.models import parse_shape
+
+    # A model that does not import, or has no input: exit 2 with one line, not a failure per timing process.
+    ctx.model().example_input(1, parse_shape(common.input_shape), common.seed)
     base_cfg = {
         "model": common.model,
         "batch_size": common.batch_size,

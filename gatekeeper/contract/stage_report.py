@@ -47,6 +47,8 @@ class Check:
     duration_s: float = 0.0
     group: str = ""
     details: Mapping[str, Any] = field(default_factory=dict)
+    category: str | None = None  # of a failed or errored check: its kind's (contract/failures.py)
+    fix: str = ""  # of a failed or errored check: what to try first, from its kind
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -59,11 +61,24 @@ class Check:
             out["group"] = self.group
         if self.details:
             out["details"] = dict(self.details)
+        if self.category:
+            out["category"] = self.category
+        if self.fix:
+            out["fix"] = self.fix
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Check:
-        return cls(d["name"], d["status"], d["message"], d["duration_s"], d.get("group", ""), d.get("details", {}))
+        return cls(
+            d["name"],
+            d["status"],
+            d["message"],
+            d["duration_s"],
+            d.get("group", ""),
+            d.get("details", {}),
+            d.get("category"),
+            d.get("fix", ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -73,6 +88,7 @@ class Metric:
     better: Better = "none"
     samples: tuple[tuple[float, ...], ...] | None = None  # one tuple per process
     description: str = ""
+    category: str | None = None  # of a gate failing on it: its kind's (contract/failures.py)
 
     @classmethod
     def of(
@@ -82,6 +98,8 @@ class Metric:
         better: Better = "none",
         samples: list[float] | list[list[float]] | None = None,
         description: str = "",
+        *,
+        category: str | None = None,
     ) -> Metric:
         grouped = None
         if samples is not None:
@@ -90,7 +108,7 @@ class Metric:
             grouped = tuple(tuple(float(x) for x in g) for g in cast("list[list[float]]", groups))
         if value is not None and not math.isfinite(value):
             value = None
-        return cls(None if value is None else float(value), unit, better, grouped, description)
+        return cls(None if value is None else float(value), unit, better, grouped, description, category)
 
     @property
     def flat_samples(self) -> list[float]:
@@ -102,11 +120,15 @@ class Metric:
             out["samples"] = [list(g) for g in self.samples] if len(self.samples) != 1 else list(self.samples[0])
         if self.description:
             out["description"] = self.description
+        if self.category:
+            out["category"] = self.category
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Metric:
-        return cls.of(d["value"], d["unit"], d["better"], d.get("samples"), d.get("description", ""))
+        return cls.of(
+            d["value"], d["unit"], d["better"], d.get("samples"), d.get("description", ""), category=d.get("category")
+        )
 
 
 @dataclass(frozen=True)
