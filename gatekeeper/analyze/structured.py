@@ -62,7 +62,7 @@ REFINERS: dict[str, tuple[frozenset[str], int]] = {
             {"device_not_available", "gpu_hang_or_timeout", "illegal_memory_access", "device_oom", "infra_error"}
         ),
         70,
-    ),  # fmt: skip
+    ),
     "compile_error": (frozenset({"library_mismatch", "no_binary_for_gpu", "device_oom", "infra_error"}), 50),
     "illegal_memory_access": (frozenset({"no_binary_for_gpu"}), 83),
     "device_oom": (frozenset({"infra_error"}), 95),
