@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatekeeper.contract.junit import JUnitSummary, expand, summarize
+from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import StageReport, read_artifacts
 from gatekeeper.contract.verdict import Verdict, write_verdict
 from gatekeeper.core import budgets, files
@@ -19,7 +20,7 @@ from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.evaluate.decide import Inputs, evaluate
 from gatekeeper.evaluate.gates import Gates, default_gates_path, load_gates_text
 from gatekeeper.evaluate.gates_diff import differences, gates_at_ref
-from gatekeeper.evaluate.outputs import to_junit, to_markdown, to_metrics_txt
+from gatekeeper.evaluate.outputs import reproduce_command, to_junit, to_markdown, to_metrics_txt
 from gatekeeper.history import BASELINE_VERDICTS, RunInfo, baseline_branch, comparability, open_store
 
 __all__ = [
@@ -73,7 +74,12 @@ def run_evaluate(
             provenance=provenance(gates_text, artifacts, gates_ref),
         )
     )
-    write_outputs(verdict, out)
+    stages = [s for s in STAGE_NAMES if s not in not_selected] if not_selected else []
+    reproduce = reproduce_command(
+        artifacts=artifacts, gates=gates_path, channel=verdict.channel, baseline=baseline, stages=stages,
+        gates_ref=gates_ref,
+    )  # fmt: skip
+    write_outputs(verdict, out, reproduce=reproduce)
     if record:
         if verdict.result in BASELINE_VERDICTS or record_blocked:
             record_run(record, reports, verdict, env)
@@ -213,11 +219,11 @@ def load_baselines(spec: str | None, reports: Mapping[str, StageReport], environ
     return out
 
 
-def write_outputs(verdict: Verdict, out: Path) -> None:
+def write_outputs(verdict: Verdict, out: Path, *, reproduce: str | None = None) -> None:
     """verdict.json, verdict.md, gates.junit.xml, metrics.txt; each written atomically."""
     verdict.to_dict()  # fails before anything is written if the verdict cannot be serialised
     rendered: dict[str, str | bytes] = {
-        "verdict.md": to_markdown(verdict),
+        "verdict.md": to_markdown(verdict, reproduce),
         "gates.junit.xml": to_junit(verdict),
         "metrics.txt": to_metrics_txt(verdict),
     }

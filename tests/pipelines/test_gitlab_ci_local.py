@@ -400,9 +400,10 @@ def _diagnoses(res: proc.ProcResult) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     current = None
     for line in res.stdout.splitlines():
-        if not line.startswith("gatekeeper:diagnose"):
+        job = re.match(r"^gatekeeper:diagnose\s+> ?(.*)$", line)  # gitlab-ci-local: "JOB   > output line"
+        if job is None:
             continue
-        text = line.split(" ", 2)[-1] if " " in line else line
+        text = job.group(1)
         m = re.search(r"gatekeeper: diagnosis of the (\S+) channel", text)
         if m:
             current = m.group(1)
@@ -431,6 +432,10 @@ def test_diagnose_job_alerts_once_and_announces_the_recovery(tmp_path: Path) -> 
     shutil.copy(PLANTED / "cases.py", repo / "cases.py")
     shutil.copy(PLANTED / "gates.yaml", repo / "planted-gates.yaml")
     (repo / ".gitignore").write_text((repo / ".gitignore").read_text() + "baselines/\n.gatekeeper-alerts/\n")
+    git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.invalid"]
+    for argv in (["git", "add", "-A"], [*git, "commit", "-qm", "the planted model package"]):
+        res = proc.run(argv, timeout=60, cwd=repo)  # jobs get the repository's files, as a clone would
+        assert res.ok, res.describe()
     with FakeServer() as slack:
         variables = {**CONTEXTS["push-main"], "SLACK_WEBHOOK_URL": slack.url + "/services/T0/B0/planted"}
         run = ["--force-shell-executor", "--shell-isolation"]
@@ -467,9 +472,11 @@ gatekeeper:diagnose:
         expected = {"stable": FAMILIES["model_not_importable"]} | {
             n: FAMILIES[n] for n in ("wrong_kernel", "slower_model", "hang", "segfault")
         }
+        job_log = "\n".join(line for line in red2.stdout.splitlines() if line.startswith("gatekeeper:diagnose"))
         for where, family in expected.items():
-            assert where in found, (where, sorted(found), red2.stdout[-4000:])
+            assert where in found, (where, sorted(found), job_log[-6000:])
             lines = found[where]
+            assert lines, (where, job_log[-6000:])
             assert lines[0].startswith(
                 f"failure analysis: {family.category} (from the artifacts: `{family.failing}`"
             ), (
