@@ -578,7 +578,9 @@ def test_target_conflict_explained_by_an_override_is_info(tmp_path: Path, capsys
     assert "HSA_OVERRIDE_GFX_VERSION selects gfx1030" in f["message"]
 
 
-def test_a_collapsed_rocminfo_is_a_missing_fact_not_a_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_collapsed_rocminfo_is_a_missing_fact_not_a_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # issue 28: rocminfo pasted onto one line (newlines lost) says nothing readable about agents
     d = tmp_path / "collapsed"
     d.mkdir()
