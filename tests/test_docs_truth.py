@@ -457,3 +457,36 @@ def test_docs_name_the_metric_each_default_gate_reads() -> None:
                 assert by_metric[metric].pass_rule.text == rule, (doc, metric, rule, by_metric[metric].pass_rule.text)
             for name in re.findall(r"`([a-z0-9-]+)` \(`", para):
                 assert name in gates, f"{doc}: {name} is no default gate"
+
+
+# The exit codes the docs state, each against its command (a phrase of the doc, then the run).
+_EXIT_CLAIMS = [
+    ("README.md", "A stage exits 0 when its checks passed or were skipped, 1 when a check failed, 2 on bad options",
+     ["stage", "verify_hip", "--device", "tpu"], 2),
+    ("README.md", "Exit 0 when nothing will fail, 1 when a finding is an error, 2 on bad input",
+     ["doctor", "--from", "no-such-capture"], 2),
+    ("docs/failure_analysis.md", "Exit codes: `0` a diagnosis was produced (any category, `unknown` included), "
+     "`2` bad input (a log that does not exist", ["analyze", "no-such.log", "--no-model"], 2),
+    ("docs/failure_analysis.md", "Exit codes: `0` a diagnosis was produced (any category, `unknown` included)",
+     ["analyze", "clean.log", "--no-model"], 0),
+    ("README.md", "gatekeeper breaker check --channel nightly --job functional_test   # exit 4 while the breaker is open",
+     ["breaker", "check", "--channel", "nightly", "--job", "functional_test"], 4),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("doc", "phrase", "argv", "code"), _EXIT_CLAIMS, ids=[" ".join(c[2][:2]) for c in _EXIT_CLAIMS]
+)
+def test_stated_exit_codes(doc, phrase, argv, code, tmp_path, monkeypatch, capsys) -> None:
+    from gatekeeper.cli import main
+
+    assert " ".join(phrase.split()) in " ".join(DOCS[doc].split()), f"{doc} no longer says: {phrase}"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GATEKEEPER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("GATEKEEPER_BREAKER_DIR", raising=False)
+    (tmp_path / "clean.log").write_text("step 1 loss 0.5\nall good\n")
+    if argv[:2] == ["breaker", "check"]:  # open it: three recorded failures
+        for _ in range(3):
+            record = ["breaker", "record", "--channel", "nightly", "--job", "functional_test", "--exit-code", "1"]
+            assert _exit_code(main, record) == 0
+    assert _exit_code(main, argv) == code, capsys.readouterr()

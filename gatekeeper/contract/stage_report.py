@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -355,4 +356,7 @@ def _claims_stage_schema(path: Path) -> bool:
 
     with open_regular(path, what="artifact") as fh:
         head = fh.read(4096)
+    declared = re.search(rb'"schema"\s*:\s*"gatekeeper\.([a-z_]+)/', head)
+    if declared is not None:  # analysis.json names stages and checks too, and says what it is
+        return declared.group(1) == b"stage"
     return b'"gatekeeper.stage/' in head or (path.stem.isidentifier() and b'"stage"' in head and b'"checks"' in head)

@@ -160,3 +160,16 @@ def test_only_failed_skips_a_passing_channel(tmp_path, capsys) -> None:
     assert main(["analyze", "--artifacts", str(art), "--only-failed", "--format", "json", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["category"] == "numerical_mismatch"
     assert main(["analyze", "--only-failed"]) == 2
+
+
+def test_an_analysis_beside_the_artifacts_is_not_read_as_a_stage(tmp_path, rules) -> None:
+    # the diagnose job writes artifacts/<channel>/analysis.json, which names stages and checks too;
+    # the next analysis (and the report) of that directory must not take it for a stage artifact
+    ft = report("functional_test", {}, [_failed("checks", "timed out after 5 s", "gpu_hang_or_timeout")])
+    art = _write(tmp_path, [ft])
+    out = art / "analysis.json"
+    assert main(["analyze", "--artifacts", str(art), "--format", "json", "--out", str(out)]) == 0
+    assert '"stage"' in out.read_text()
+    assert '"checks"' in out.read_text()
+    assert main(["analyze", "--artifacts", str(art), "--format", "json", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["category"] == "gpu_hang_or_timeout"

@@ -473,6 +473,7 @@ gatekeeper:diagnose:
             n: FAMILIES[n] for n in ("wrong_kernel", "slower_model", "hang", "segfault")
         }
         job_log = "\n".join(line for line in red2.stdout.splitlines() if line.startswith("gatekeeper:diagnose"))
+        (tmp_path / "red2.log").write_text(red2.stdout)  # the whole pipeline's output, for a failure
         for where, family in expected.items():
             assert where in found, (where, sorted(found), job_log[-6000:])
             lines = found[where]
