@@ -121,6 +121,26 @@ CHECKS = (
         "compare the two stacks' versions in the golden's meta.json; find the drifting op with the traced checks",
     ),
     CheckKind(
+        "convergence*",
+        "numerical_mismatch",
+        "training loss curves over seeds vs the golden's (--train-steps), and their spread",
+        "compare the loss curves in convergence.json with the golden's: the first step where they part names the op "
+        "to look at (the traced checks replay it)",
+    ),
+    CheckKind(
+        "stability.memory_growth",
+        "performance_regression",
+        "memory does not grow from epoch to epoch over repeated training loops",
+        "look for tensors kept across epochs (losses appended with their graph, caches keyed by step)",
+    ),
+    CheckKind(
+        "stability*",
+        "segfault",
+        "repeated training loops finish without an out-of-memory, launch timeout, illegal address, crash or hang",
+        "the message names the interruption: rerun that loop alone with the device's debug settings "
+        "(AMD_SERIALIZE_KERNEL=3 or CUDA_LAUNCH_BLOCKING=1)",
+    ),
+    CheckKind(
         "opinfo.*",
         "numerical_mismatch",
         "PyTorch's OpInfo samples on the device vs CPU",
@@ -138,6 +158,9 @@ METRICS = (
     MetricKind("sparse_pass_rate", "numerical_mismatch", "share of sparse cases that pass"),
     MetricKind("opinfo_pass_rate", "numerical_mismatch", "share of OpInfo samples that pass"),
     MetricKind("golden_*", "numerical_mismatch", "parity with a golden of another stack"),
+    MetricKind("convergence_*", "numerical_mismatch", "training loss curves and their spread vs the golden's"),
+    MetricKind("train_interruptions*", "segfault", "training loops interrupted (by kind)"),
+    MetricKind("memory_growth_mb_per_epoch*", "performance_regression", "memory growth per training epoch"),
 )
 
 

@@ -69,6 +69,24 @@ CHECKS = (
         "look for tensors kept across iterations (lists of outputs, autograd graphs kept alive, caches)",
     ),
     CheckKind(
+        "copy*",
+        "performance_regression",
+        "host-device copy bandwidth at each size, pinned and pageable",
+        "check the PCIe link (verify_hip's hygiene.pcie_link) and that the copies run from pinned memory",
+    ),
+    CheckKind(
+        "efficiency*",
+        "performance_regression",
+        "TFLOPS per op and dtype and the fraction of the device's rated peak",
+        "compare the clocks and the library versions with a run that reached the peak fraction",
+    ),
+    CheckKind(
+        "load*",
+        "performance_regression",
+        "an open-loop load test: latency from the intended send time at each request rate",
+        "lower the rate or raise --max-batch; a rate the model cannot keep up with queues without bound",
+    ),
+    CheckKind(
         "soak*",
         "performance_regression",
         "the soak run (--duration) keeps its throughput",
@@ -82,6 +100,10 @@ METRICS = (
     MetricKind("warmup_converged*", "performance_regression", "1 when the warm-up converged"),
     MetricKind("memory_growth_mb_per_hour*", "performance_regression", "memory growth over time"),
     MetricKind("soak_throughput", "performance_regression", "throughput over a soak run"),
+    MetricKind("copy_bandwidth_gbps*", "performance_regression", "host-device copy bandwidth"),
+    MetricKind("tflops*", "performance_regression", "achieved TFLOPS per op and dtype"),
+    MetricKind("compute_efficiency*", "performance_regression", "fraction of the rated peak"),
+    MetricKind("load_*", "performance_regression", "open-loop load latency, rate and errors"),
 )
 
 

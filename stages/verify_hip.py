@@ -95,6 +95,12 @@ CHECKS = (
         "unset HSA_OVERRIDE_GFX_VERSION, or give a valid target such as 10.3.0",
     ),
     CheckKind(
+        "hygiene.pcie_link",
+        "performance_regression",
+        "the GPU's PCIe link runs at its maximum generation and width under load",
+        "reseat the card or move it to a slot wired for its full width; check the BIOS link settings",
+    ),
+    CheckKind(
         "hygiene.*",
         "configuration_error",
         "the allocator settings (PYTORCH_HIP_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF) are ones torch accepts",
@@ -107,6 +113,7 @@ METRICS = (
     MetricKind("arch_compatible", "no_binary_for_gpu", "1 when the torch build carries this GPU's arch"),
     MetricKind("smoke_rel_error.*", "numerical_mismatch", "smoke kernel error vs CPU float64"),
     MetricKind("hygiene_problems", "configuration_error", "environment hygiene problems"),
+    MetricKind("pcie_link_*", "performance_regression", "the GPU's PCIe link generation and width"),
 )
 
 

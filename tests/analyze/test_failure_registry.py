@@ -102,18 +102,20 @@ def _check_names() -> dict[str, list[str]]:
     return {
         "verify_hip": [
             "device.visible", "device.memory", "torch.build", "arch.compatible", "versions.rocm", "versions.driver",
-            *(f"smoke.{k}" for k in SMOKE), *sorted(hygiene), "stage", "stage.config",
+            *(f"smoke.{k}" for k in SMOKE), *sorted(hygiene), "hygiene.pcie_link", "stage", "stage.config",
         ],
         "functional_test": [
             *all_cases(), *(c.name for c in attention_cases()),
             *(f"distributed.{n}" for n in case_names()), "user.case_x", "traced", "traced.capture",
             "traced.aten::add.Tensor", "traced.model.forward_backward", "checkpoint", "checkpoint.trial0",
             "sparse", *(f"sparse.{n}" for n in SPARSE_CASES), "golden.save", "golden.compare", "opinfo.sweep",
-            "opinfo.remaining", "opinfo.add.default", "stage", "stage.config",
+            "opinfo.remaining", "opinfo.add.default", "convergence", "convergence.seed.1", "convergence.parity",
+            "convergence.spread", "stability", "stability.loop.1", "stability.memory_growth", "stage", "stage.config",
         ],
         "performance_baseline": [
             "process.1", "point[batch_size=8].process.2", "point[batch_size=8]", "clocks_and_temperature",
-            "memory_growth", "soak", "soak.decay", "stage", "stage.config",
+            "memory_growth", "soak", "soak.decay", "copy[dir=h2d,pinned=true,size_mb=64]",
+            "efficiency[dtype=float32,op=mm]", "load[qps=50]", "stage", "stage.config",
         ],
         "compatibility_check": [
             "onnx.export", "onnx.checker", "onnx.onnxruntime", "compile.inductor", "collectives.nccl",
@@ -190,3 +192,31 @@ def test_docs_list_every_category() -> None:
     table = text[text.index("## The taxonomy") :]
     listed = set(re.findall(r"^\| `(\w+)` \|", table, re.MULTILINE))
     assert listed == set(CATEGORIES)
+
+
+_METRIC_NAMES = {
+    "verify_hip": ["device_count", "device_available", "arch_compatible", "smoke_rel_error.matmul", "hygiene_problems",
+                   "pcie_link_gen", "pcie_link_width_max"],
+    "functional_test": ["op_pass_rate", "op_pass_rate.attention", "max_rel_error", "max_rel_error.bfloat16",
+                        "rel_error_p99.float16", "rel_error_mean.float32", "traced_op_pass_rate", "model_grad_cosine_min",
+                        "model_max_rel_error", "checkpoint_restore_rate", "sparse_pass_rate", "user_case_pass_rate",
+                        "opinfo_pass_rate", "golden_cosine_min", "golden_max_rel_error", "convergence_curve_distance",
+                        "convergence_spread_p", "train_interruptions", "train_interruptions[kind=oom]",
+                        "memory_growth_mb_per_epoch.ci_low"],
+    "performance_baseline": ["latency_ms", "latency_ms.p99", "latency_ms[batch_size=8]", "throughput", "throughput_cv",
+                             "throughput_decay", "peak_memory_mb", "warmup_converged", "memory_growth_mb_per_hour.ci_low",
+                             "soak_throughput", "copy_bandwidth_gbps[dir=h2d,pinned=true,size_mb=64]",
+                             "tflops[dtype=float32,op=mm]", "compute_efficiency[dtype=float32,op=mm]",
+                             "load_latency_ms[qps=50].p99", "load_error_rate"],
+    "compatibility_check": ["onnx_export_rate", "onnx_max_abs_error", "compile_time_s", "compile_cache_hit",
+                            "compile_max_abs_error", "collectives_pass_rate", "deadlocks",
+                            "collective_busbw_gbps[op=all_reduce,size_mb=64]", "extension_build_ok", "sparse_pass_rate",
+                            "dependency_problems", "nightly_guard_violations"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_every_metric_the_stage_writes_is_declared(stage: str) -> None:
+    _, metrics = _declared(stage)
+    undeclared = [n for n in _METRIC_NAMES[stage] if find_kind(n, metrics) is None]
+    assert not undeclared, f"{stage}: {undeclared}"
