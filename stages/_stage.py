@@ -24,7 +24,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from gatekeeper.contract.failures import CONFIG_CHECK, CheckKind, MetricKind, UndeclaredName, crash_category, find_kind
+from gatekeeper.contract.failures import (
+    CONFIG_CHECK,
+    CONFIG_FIX,
+    CheckKind,
+    MetricKind,
+    UndeclaredName,
+    crash_category,
+    find_kind,
+)
 from gatekeeper.contract.stage_report import Check, Environment, Metric, StageReport, utc_now, write_stage
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
@@ -108,7 +116,7 @@ FRAMEWORK_CHECKS: tuple[CheckKind, ...] = (
         CONFIG_CHECK,
         "configuration_error",
         "the stage's options and its model are usable (the model imports, the options parse)",
-        "fix the option or the model named in the message (the stage did no work)",
+        CONFIG_FIX,
     ),
     CheckKind(
         "stage",
@@ -415,12 +423,27 @@ def stage_main(module: ModuleType, argv: list[str] | None = None) -> int:
 
 
 def _run_stage(module: ModuleType, common: CommonOptions, options: Any) -> int:
-    from stages import device as devmod
-
     out = Path(common.out)
     out.mkdir(parents=True, exist_ok=True)
     started_at, start = utc_now(), time.monotonic()
-    with tee_output(out / f"{module.NAME}.log"):
+    log_path = out / f"{module.NAME}.log"
+    try:
+        return _run_stage_logged(module, common, options, out, log_path, started_at, start)
+    except InputError as err:
+        # A configuration error (a model that does not import, an option the stage refuses): the stage
+        # did no work and writes no artifact (exit 2; the CLI prints the line). Its log keeps the line
+        # too, so the failure job's diagnosis names it (a log without its <stage>.json: gatekeeper.analyze).
+        with log_path.open("a", encoding="utf-8") as log:
+            log.write(f"gatekeeper: {err.line()}\n")
+        raise
+
+
+def _run_stage_logged(  # noqa: PLR0917 - the one caller passes what it prepared
+    module: ModuleType, common: CommonOptions, options: Any, out: Path, log_path: Path, started_at: str, start: float
+) -> int:
+    from stages import device as devmod
+
+    with tee_output(log_path):
         info = devmod.detect(common.device)
         env = devmod.environment(info, common.channel)
         rec = Recorder(module.NAME)
@@ -436,15 +459,7 @@ def _run_stage(module: ModuleType, common: CommonOptions, options: Any) -> int:
         status = None
         try:
             module.run(ctx)
-        except InputError as err:
-            # A configuration error (a model that does not import, an option the stage refuses): the
-            # stage did no work. Its artifact says so, with the category, so that the gate blocks
-            # on a named cause and the diagnosis names it; the CLI still prints the one line, exit 2.
-            details = {"place": err.where, "problem": err.problem, "hint": err.hint, "file": err.path}
-            rec.record(CONFIG_CHECK, "error", err.line(), details={k: v for k, v in details.items() if v})
-            _write_report(
-                module.NAME, "error", started_at=started_at, start=start, env=env, rec=rec, config=ctx.config, out=out
-            )
+        except InputError:
             raise
         except Exception as err:
             rec.record("stage", "error", f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=10)}")

@@ -94,7 +94,7 @@ CHECKS = (
         "install versions that fit together (pip check names the conflict)",
     ),
     CheckKind(
-        "nightly_guard",
+        "nightly_guard*",
         "library_mismatch",
         "a nightly torch is not shipped to a repository with an onnxruntime or TensorRT downstream",
         "test the stable channel for this repository, or drop the downstream from --downstream",

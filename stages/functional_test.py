@@ -234,7 +234,7 @@ def _golden_meta(ctx: StageContext) -> dict:
 
 def run(ctx: StageContext) -> None:
     from stages.functional.user_cases import discover
-    from stages.models import parse_shape
+    from stages.models import parse_shape, resolve_model
 
     opts: Options = ctx.options
     _validate(opts)
@@ -243,8 +243,9 @@ def run(ctx: StageContext) -> None:
     user = discover(opts.cases) if opts.cases else []  # bad --cases file: exit 2 before any work
     golden_meta = _golden_meta(ctx) if opts.golden else None  # an unusable golden: exit 2 before any work
     if not opts.no_traced or opts.checkpoint_trials or opts.golden or opts.golden_save:
-        # A model that does not import, or has no input: exit 2 with one line before any work, not an error per worker.
-        ctx.model().example_input(1, parse_shape(ctx.common.input_shape), ctx.common.seed)
+        # A model that does not import: exit 2 with one line before any work, not an error per worker. It is
+        # only imported here; building it belongs in the workers (a factory that crashes is a failed check).
+        resolve_model(ctx.common.model)
     plan = steps.Plan(
         device=ctx.device,
         categories=categories,

@@ -15,7 +15,7 @@ from typing import Any
 
 from gatekeeper.core.errors import InputError
 
-__all__ = ["DEMO_SPEC", "LoadedModel", "demo_model", "import_path", "load_model"]
+__all__ = ["DEMO_SPEC", "LoadedModel", "demo_model", "import_path", "load_model", "resolve_model"]
 
 DEMO_SPEC = "stages.models:demo_model"
 
@@ -102,6 +102,10 @@ def import_path() -> list[str]:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
+    # PYTHONPATH as the stage's child processes will see it (it may have been set after this one started)
+    for entry in reversed([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]):
+        if entry not in sys.path:
+            sys.path.insert(1, entry)
     return [cwd if p == "" else p for p in sys.path]
 
 
@@ -109,6 +113,18 @@ def load_model(spec: str | None = None, *, seed: int = 0) -> LoadedModel:
     """Import ``module:factory`` and call the factory (default: the demo model)."""
     import torch
 
+    spec = spec or DEMO_SPEC
+    factory = resolve_model(spec)
+    torch.manual_seed(seed)
+    model = factory()
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(None, "--model", f"{spec} returned {type(model).__name__}, not torch.nn.Module")
+    return LoadedModel(spec, model)
+
+
+def resolve_model(spec: str | None = None) -> Any:
+    """The factory of ``module:factory``, imported but not called (a stage checks its ``--model`` this way
+    before any work: building the model belongs in an isolated worker, where a crash is a failed check)."""
     spec = spec or DEMO_SPEC
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -146,11 +162,7 @@ def load_model(spec: str | None = None, *, seed: int = 0) -> LoadedModel:
         raise InputError(
             None, "--model", f"{module_name} has no callable {attr!r}", "name a function returning an nn.Module"
         )
-    torch.manual_seed(seed)
-    model = factory()
-    if not isinstance(model, torch.nn.Module):
-        raise InputError(None, "--model", f"{spec} returned {type(model).__name__}, not torch.nn.Module")
-    return LoadedModel(spec, model)
+    return factory
 
 
 def parse_shape(text: str | None) -> tuple[int, ...] | None:

@@ -148,10 +148,11 @@ def run(ctx: StageContext) -> None:
     if budget_s is not None and not axes:
         raise InputError(None, "--sweep-budget", "caps a sweep, and no --sweep was given", "add --sweep KEY=V1,V2")
     common = ctx.common
-    from stages.models import parse_shape
+    from stages.models import resolve_model
 
-    # A model that does not import, or has no input: exit 2 with one line, not a failure per timing process.
-    ctx.model().example_input(1, parse_shape(common.input_shape), common.seed)
+    # A model that does not import: exit 2 with one line, not a failure per timing process. It is only
+    # imported here; building and running it stays in the timing processes (a crash is a failed check).
+    resolve_model(common.model)
     base_cfg = {
         "model": common.model,
         "batch_size": common.batch_size,

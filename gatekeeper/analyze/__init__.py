@@ -60,7 +60,7 @@ def classify_logs(
     checks = failed_checks(reports) + (
         [FailedCheck("gate", g.name, "failed", g.reason, {}) for g in verdict.blocking_gates] if verdict else []
     )
-    found = structured.findings(reports, verdict)
+    found = structured.findings(reports, verdict, Path(artifacts) if artifacts is not None else None)
     classifier = Classifier(rules)
     for log in logs:
         with open_log(log) as stream:
@@ -101,8 +101,9 @@ def nothing_failed(artifacts: str | Path) -> str | None:
     verdict = _verdict(Path(artifacts))
     if verdict is None or verdict.result == "blocked":
         return None
-    failed = [r.stage for r in read_artifacts(artifacts).values() if r.status in ("failed", "error")]
-    if failed:
+    reports = read_artifacts(artifacts)
+    failed = [r.stage for r in reports.values() if r.status in ("failed", "error")]
+    if failed or structured.stopped_stages(Path(artifacts), reports):
         return None
     return f"the verdict is {verdict.result} and no stage failed"
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.contract.failures import CATEGORY_MEANING, CONFIG_CHECK
+from gatekeeper.contract.failures import CATEGORY_MEANING, CONFIG_CHECK, CONFIG_FIX
 from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import Check, StageReport
 from gatekeeper.contract.verdict import GateResult, Verdict
@@ -209,7 +209,7 @@ def findings(
     reports: Mapping[str, StageReport], verdict: Verdict | None, artifacts: Path | None = None
 ) -> list[Finding]:
     """Every failed check with a category, and every blocking gate, ordered root cause first."""
-    out: list[Finding] = []
+    out: list[Finding] = list(stopped_stages(artifacts, reports)) if artifacts is not None else []
     for report in sorted(reports.values(), key=lambda r: STAGE_NAMES.index(r.stage) if r.stage in STAGE_NAMES else 99):
         for c in report.checks:
             if c.status in ("failed", "error") and c.category in ORDER:
@@ -229,6 +229,30 @@ def findings(
 
 def _built_in(f: Finding) -> bool:
     return f.gate is not None and f.gate.metric in _BUILT_IN
+
+
+_LOG_TAIL = 64 * 1024  # the refusal is the log's last line: only its end is read
+
+
+def stopped_stages(artifacts: Path, reports: Mapping[str, StageReport]) -> list[Finding]:
+    """Stages that left a log but no ``<stage>.json``: one that refused its configuration (exit 2) logs the
+    refusal as its last ``gatekeeper: `` line (stages/_stage.py). That line is the finding; a log that ends
+    otherwise (a process killed) is left to the log signatures."""
+    found = []
+    for stage in STAGE_NAMES:
+        log = artifacts / f"{stage}.log"
+        if stage in reports or not log.is_file():
+            continue
+        with log.open("rb") as fh:
+            fh.seek(max(0, log.stat().st_size - _LOG_TAIL))
+            tail = fh.read(_LOG_TAIL).decode("utf-8", errors="replace")
+        lines = [ln for ln in tail.splitlines() if ln.startswith("gatekeeper: ")]
+        if lines:
+            message = lines[-1][len("gatekeeper: ") :]
+            found.append(
+                Finding("check", stage, CONFIG_CHECK, "configuration_error", "error", message, CONFIG_FIX, hard=True)
+            )
+    return found
 
 
 def _check_finding(stage: str, c: Check) -> Finding:

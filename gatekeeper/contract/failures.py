@@ -22,6 +22,7 @@ __all__ = [
     "CATEGORIES",
     "CATEGORY_MEANING",
     "CONFIG_CHECK",
+    "CONFIG_FIX",
     "CheckKind",
     "MetricKind",
     "UndeclaredName",
@@ -53,6 +54,7 @@ CATEGORIES: tuple[str, ...] = tuple(CATEGORY_MEANING)
 # The check every stage records when it refused its configuration (a model that does not import,
 # an option it rejects) and did no work: a configuration error no log line can explain better.
 CONFIG_CHECK = "stage.config"
+CONFIG_FIX = "fix the option or the model named in the message (the stage did no work)"
 
 
 class UndeclaredName(LookupError):

@@ -121,7 +121,8 @@ def _check_names() -> dict[str, list[str]]:
             "onnx.export", "onnx.checker", "onnx.onnxruntime", "compile.inductor", "collectives.nccl",
             *(f"collectives.{c}" for c in COLLECTIVES), "collectives.cleanup", "collectives.bandwidth",
             "extension.cpp", "extension.gpu", *(f"sparse.{c}" for c in COMPAT_SPARSE), "dependencies.pip_check",
-            "dependencies.versions", "dependencies.downstream.onnxruntime", "nightly_guard", "stage", "stage.config",
+            "dependencies.versions", "dependencies.downstream.onnxruntime", "nightly_guard", "nightly_guard.onnxruntime",
+            "stage", "stage.config",
         ],
     }  # fmt: skip
 

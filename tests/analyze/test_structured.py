@@ -173,3 +173,20 @@ def test_an_analysis_beside_the_artifacts_is_not_read_as_a_stage(tmp_path, rules
     assert '"checks"' in out.read_text()
     assert main(["analyze", "--artifacts", str(art), "--format", "json", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["category"] == "gpu_hang_or_timeout"
+
+
+def test_a_stage_that_refused_its_model_is_a_configuration_error(tmp_path, rules) -> None:
+    # exit 2 before any work: no functional_test.json, the refusal as the log's last gatekeeper: line
+    art = _write(tmp_path, [report("verify_hip", {})])
+    line = "<input>:--model: cannot import 'mypkg.models': no module named 'mypkg' on the import path (/repo)"
+    (art / "functional_test.log").write_text(f"gatekeeper stage functional_test: device cpu\ngatekeeper: {line}\n")
+    d = classify_logs([], rules=rules, artifacts=art, model=None)
+    assert (d.category, d.decided_by) == ("configuration_error", "artifacts")
+    assert d.failing_check["stage"] == "functional_test"
+    assert d.failing_check["name"] == "stage.config"
+    assert "on the import path (/repo)" in d.explanation
+    write_verdict(Verdict("pass", "passed", "stable", ()), art / "verdict.json")
+    assert nothing_failed(art) is None, "a stage that stopped is diagnosed even when the gates passed"
+    # a log that ends otherwise (the process was killed) is left to the log signatures
+    (art / "functional_test.log").write_text("gatekeeper stage functional_test: device cpu\nSegmentation fault\n")
+    assert classify_logs([], rules=rules, artifacts=art, model=None).failing_check is None

@@ -378,6 +378,7 @@ def test_open_breaker_skips_the_next_pipeline_without_device_work(tmp_path: Path
 
 # --- issue 28: the diagnose job explains the first red job, alerts once and announces the recovery ---
 
+# The second pipeline runs functional_test: a missing artifact (the stage refused its --model) blocks.
 ALERT_GATES = (
     SAMPLE_GATES
     + """\
@@ -385,14 +386,18 @@ ALERT_GATES = (
     description: Every functional_test check that ran passed.
     metric: functional_test.checks.failed
     pass: "== 0"
-    on_missing: skip
 """
 )
 DIAGNOSE_NEEDS = "".join(f"    - {{ job: gatekeeper:{j}, optional: true }}\n" for j in [*STAGES, "gate", "report"])
 
 
-def _alert_pipeline(repo: Path, inputs: dict[str, Any], extra: str) -> None:
+def _alert_pipeline(repo: Path, inputs: dict[str, Any], extra: str, gates: str) -> None:
     (repo / ".gitlab-ci.yml").write_text(_pipeline(inputs, GCL_EXIT_CODES_WORKAROUND + extra))
+    (repo / "gates.yaml").write_text(gates)
+    git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.invalid"]
+    for argv in (["git", "add", "-A"], [*git, "commit", "-qm", "the next pipeline"]):
+        res = proc.run(argv, timeout=60, cwd=repo)  # the jobs get the committed files, as in a clone
+        assert res.ok, res.describe()
 
 
 def _diagnoses(res: proc.ProcResult) -> dict[str, list[str]]:
@@ -428,7 +433,6 @@ def test_diagnose_job_alerts_once_and_announces_the_recovery(tmp_path: Path) -> 
     base = {"install": "", "nightly_index_url": "none", "baseline": "", "channels": ["stable"], "gates": "gates.yaml"}
     base["slack"] = True
     repo = make_repo(tmp_path, {**base, "device_required": True}, GCL_EXIT_CODES_WORKAROUND + FAST)
-    (repo / "gates.yaml").write_text(ALERT_GATES)
     shutil.copytree(PLANTED / "plantedmodels", repo / "plantedmodels", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(PLANTED / "cases.py", repo / "cases.py")
     shutil.copy(PLANTED / "gates.yaml", repo / "planted-gates.yaml")
@@ -466,7 +470,7 @@ gatekeeper:diagnose:
         )
         inputs = {**base, "device_required": False, "model": "plantedmodel.models:build"}
         inputs["functional_test_args"] = "--categories none --no-sparse --checkpoint-trials 0"
-        _alert_pipeline(repo, inputs, fast_ft + plant)
+        _alert_pipeline(repo, inputs, fast_ft + plant, ALERT_GATES)
         red2 = gcl(repo, *run, variables=variables, timeout=900)
         assert _summary(red2).get("gatekeeper:functional_test: [stable]") == "FAIL", red2.stdout[-3000:]
         found = _diagnoses(red2)
@@ -496,7 +500,7 @@ gatekeeper:diagnose:
             assert "gpu_hang_or_timeout" in slack.seen[1].body.decode(), "the first failing directory: hang"
 
         # green: the recovery is announced once
-        _alert_pipeline(repo, {**base, "device_required": False}, FAST)
+        _alert_pipeline(repo, {**base, "device_required": False}, FAST, SAMPLE_GATES)
         green = gcl(repo, *run, variables=variables, timeout=600)
         assert green.returncode == 0, green.stdout[-3000:]
         assert _summary(green).get("gatekeeper:diagnose") == "PASS", green.stdout[-3000:]
