@@ -238,17 +238,20 @@ def stopped_stages(artifacts: Path, reports: Mapping[str, StageReport]) -> list[
     """Stages that left a log but no ``<stage>.json``: one that refused its configuration (exit 2) logs the
     refusal as its last ``gatekeeper: `` line (stages/_stage.py). That line is the finding; a log that ends
     otherwise (a process killed) is left to the log signatures."""
+    from gatekeeper.core.budgets import open_regular
+
     found = []
     for stage in STAGE_NAMES:
         log = artifacts / f"{stage}.log"
         if stage in reports or not log.is_file():
             continue
-        with log.open("rb") as fh:
-            fh.seek(max(0, log.stat().st_size - _LOG_TAIL))
+        with open_regular(log, what="stage log") as fh:  # never a FIFO
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - _LOG_TAIL))
             tail = fh.read(_LOG_TAIL).decode("utf-8", errors="replace")
-        lines = [ln for ln in tail.splitlines() if ln.startswith("gatekeeper: ")]
-        if lines:
-            message = lines[-1][len("gatekeeper: ") :]
+        lines = [ln for ln in tail.splitlines() if ln.strip()]
+        if lines and lines[-1].startswith("gatekeeper: "):  # the refusal is appended last, after the stage ended
+            message = lines[-1][len("gatekeeper: ") :][:2000]
             found.append(
                 Finding("check", stage, CONFIG_CHECK, "configuration_error", "error", message, CONFIG_FIX, hard=True)
             )
