@@ -266,6 +266,14 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
         timeout=600, cwd=box, env=env,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    # what the examples pass to notify: an analysis of the run (the failure job writes one when it fails)
+    res = proc.run(
+        ["gatekeeper", "analyze", "--artifacts", "artifacts", "--format", "json", "--out", "artifacts/analysis.json"],
+        timeout=300, cwd=box, env=env,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    for folder in ("scripts", "benchmarks"):  # `python scripts/...` as from the repository's root
+        (box / folder).symlink_to(REPO / folder)
     shutil.copytree(box / "artifacts", box / "artifacts" / "stable")
     shutil.copytree(box / "artifacts", box / "artifacts" / "nightly", ignore=shutil.ignore_patterns("stable"))
     return box, env
@@ -324,7 +332,8 @@ def test_the_release_walkthrough_says_what_its_commands_do(sandbox: tuple[Path, 
     assert shown
     assert [(t.split("+")[1], v, n) for t, v, n in shown] == [(t.split("+")[1], v, n) for t, v, n in made]
     # the advice, line for line
-    block = text[text.index("```\ndecision:") + 4 :]
+    walkthrough = text[text.index("## Walkthrough") :]
+    block = walkthrough[walkthrough.index("```\ndecision:") + 4 :]
     advice = block[: block.index("```")].strip().splitlines()
     printed = res.stdout[res.stdout.index("decision:") :].strip().splitlines()[: len(advice)]
     assert printed == advice
