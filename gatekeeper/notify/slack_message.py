@@ -82,9 +82,14 @@ def _diagnosis_sections(analysis: Mapping[str, Any], more_url: str | None) -> li
         if analysis.get("known_issue")
         else "no known issue matched"
     )
+    if analysis.get("decided_by") == "artifacts":
+        known = "from the artifacts"
     category = slack_code(str(analysis.get("category")))
     head = f"*Diagnosis:* `{category}` ({known}, confidence {analysis.get('confidence', 0):.2f})"
-    text = head + "\n" + slack_text(str(analysis.get("explanation", ""))[:1500], multiline=True)
+    text = head
+    if analysis.get("failing"):
+        text += "\n*Failing check:* " + slack_text(str(analysis["failing"])[:600])
+    text += "\n" + slack_text(str(analysis.get("explanation", ""))[:1500], multiline=True)
     first = (analysis.get("matches") or [{}])[0]
     if first.get("text"):
         where = f"{first.get('source', '')}:{first.get('line', '')}"
