@@ -15,6 +15,11 @@ gatekeeper goes through one function here, chosen by the reader of the output:
   overrides) shown as ``\\xNN`` instead of being interpreted.
 - XML 1.0: characters the format cannot carry shown as ``\\xNN``.
 
+Every function for a rendered format (markdown, Slack, HTML) redacts its text first
+(``gatekeeper.core.redact``): once escaped, a secret's shape is no longer one the
+redactor knows (``\\{'Authorization': ...``, ``&#x27;password&#x27;``), so the
+redaction of the written file or message would come too late.
+
 Mentions are broken with a zero-width space after the ``@``: GitLab and Slack
 find mentions in the *rendered* text, so a backslash or an entity would not stop
 them, and a code span would change how the text looks.
@@ -22,12 +27,16 @@ them, and a code span would change how the text looks.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable
 from urllib.parse import quote, urlsplit
 
+from gatekeeper.core.redact import redact
+
 __all__ = [
     "ZWSP",
+    "html_text",
     "md_code_block",
     "md_code_span",
     "md_link",
@@ -84,7 +93,7 @@ def slack_text(text: str, *, multiline: bool = False) -> str:
     is ``&`` ``<`` ``>`` as entities; ``@here``-style words are broken too,
     because clients with ``link_names`` turn them into broadcasts.
     """
-    text = terminal(str(text)) if multiline else _one_line(str(text))
+    text = terminal(redact(str(text))) if multiline else _one_line(redact(str(text)))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     # Slack has no escape for a backtick: a look-alike, so the text cannot open or close code formatting.
     return _SLACK_BROADCAST.sub("@" + ZWSP, text).replace("`", "\u02cb")
@@ -139,7 +148,7 @@ _MD_REFERENCE = re.compile(r"([@#!&%$~^])(?=[A-Za-z0-9_\"])")
 
 def md_text(text: str) -> str:
     """One line of GitLab markdown that shows ``text`` literally: no HTML, link, mention, markup or quick action."""
-    text = _MD_REFERENCE.sub("\\1" + ZWSP, _one_line(str(text)))
+    text = _MD_REFERENCE.sub("\\1" + ZWSP, _one_line(redact(str(text))))
     # "<" as an entity is enough for HTML: a ">" cannot close a tag nobody opened.
     text = text.replace("&", "&amp;").replace("<", "&lt;")
     text = _MD_BLOCK.sub(r"\\\1", _MD_LIST.sub(r"\1\\\2", _MD_PUNCT.sub(r"\\\1", text)))
@@ -149,7 +158,7 @@ def md_text(text: str) -> str:
 
 def md_code_span(text: str) -> str:
     """An inline code span that ``text`` cannot close (its delimiter is longer than any backtick run inside)."""
-    text = _one_line(str(text)).replace("|", "\\|")  # a table cell ends at an unescaped pipe, even in code
+    text = _one_line(redact(str(text))).replace("|", "\\|")  # a table cell ends at an unescaped pipe, even in code
     if not text:
         return "` `"
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
@@ -167,7 +176,7 @@ def md_code_block(lines: Iterable[str], info: str = "") -> str:
     pattern of its own, which need not see a longer fence (four backticks or
     more) as code, and a quick action runs only at the very start of a line.
     """
-    body = [terminal(line, newlines=False) for line in lines]
+    body = [terminal(redact(str(line)), newlines=False) for line in lines]
     body = [" " + line if line.startswith("/") else line for line in body]
     longest = max((len(m) for line in body for m in re.findall(r"`{3,}", line)), default=0)
     fence = "`" * max(3, longest + 1)
@@ -188,3 +197,11 @@ def md_link(url: str | None, label: str) -> str:
         return md_text(f"{label} {url}" if url else label)
     safe = safe.replace("(", "%28").replace(")", "%29")
     return f"[{md_text(label)}]({safe})"
+
+
+# ------------------------------------------------------------------ HTML
+
+
+def html_text(text: object) -> str:
+    """Text or an attribute value in HTML: redacted, then ``&<>"'`` as entities."""
+    return html.escape(redact(str(text)))

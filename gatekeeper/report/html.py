@@ -6,9 +6,8 @@ no stylesheets, no JavaScript libraries.
 
 from __future__ import annotations
 
-from html import escape
-
 from gatekeeper.contract.analysis import Analysis
+from gatekeeper.core.escape import html_text as escape
 from gatekeeper.evaluate.point_gates import split_results
 from gatekeeper.report import tables
 from gatekeeper.report.data import ReportData

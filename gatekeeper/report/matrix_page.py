@@ -5,11 +5,11 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-from html import escape
 from pathlib import Path
 
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import html_text as escape
 from gatekeeper.core.escape import md_text
 from gatekeeper.history import BaselineStore, open_store
 from gatekeeper.release.matrix import Cell, Column, Matrix, Row, build_matrix, releases_shown

@@ -589,6 +589,8 @@ def test_a_pasted_lspci_link_below_its_maximum_is_a_warning(tmp_path: Path, caps
     (link,) = [f for f in doc["findings"] if f["check"] == "hygiene.pcie_link"]
     assert link["severity"] == "info"  # rocm-smi shows the current level only
     assert "8 GT/s (Gen3) x16 now" in link["message"]
+
+
 def test_a_collapsed_rocminfo_is_a_missing_fact_not_a_failure(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -30,14 +30,9 @@ from tests.support.fake_http import FakeServer, Reply, Seen, refused_url
 FUZZ = os.environ.get("GATEKEEPER_FUZZ") == "1"  # read at import: conftest clears GATEKEEPER_* in each test
 FUZZ_EXAMPLES = int(os.environ.get("GATEKEEPER_FUZZ_EXAMPLES", "25"))
 
-# Cases that fail today because of a finding of issue 23 not fixed yet. strict: when a fix merges the case
-# passes, the xfail turns into a failure, and whoever merges removes the line.
-_SECRET_ESCAPED = (
-    "secret shapes still leak (principle 7) once escaped for markdown or HTML: not fixed on any branch yet"
-)
-XFAIL: dict[tuple[str, str, str], str] = {
-    **{(c, i, "secret"): _SECRET_ESCAPED for c, i in (("report", "verdict"), ("matrix", "matrix file"))},
-}
+# Cases that fail today because of a finding of issue 23 not fixed yet (none now). strict: when a fix merges the
+# case passes, the xfail turns into a failure, and whoever merges removes the line.
+XFAIL: dict[tuple[str, str, str], str] = {}
 
 
 def _route(seen: Seen) -> Reply:
