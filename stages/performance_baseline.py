@@ -100,6 +100,12 @@ CHECKS = (
         "lower the rate or raise --max-batch; a rate the model cannot keep up with queues without bound",
     ),
     CheckKind(
+        "sequential",
+        "performance_regression",
+        "how many processes the sequential rule ran against the baseline and why it stopped (info only)",
+        "raise --max-processes or --max-seconds when it stopped on its budget with an inconclusive verdict",
+    ),
+    CheckKind(
         "soak*",
         "performance_regression",
         "the soak run (--duration) keeps its throughput",

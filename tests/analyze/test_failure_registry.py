@@ -115,7 +115,7 @@ def _check_names() -> dict[str, list[str]]:
         "performance_baseline": [
             "process.1", "point[batch_size=8].process.2", "point[batch_size=8]", "clocks_and_temperature",
             "memory_growth", "soak", "soak.decay", "copy[dir=h2d,pinned=true,size_mb=64]",
-            "efficiency[dtype=float32,op=mm]", "load[qps=50]", "stage", "stage.config",
+            "efficiency[dtype=float32,op=mm]", "load[qps=50]", "sequential", "stage", "stage.config",
         ],
         "compatibility_check": [
             "onnx.export", "onnx.checker", "onnx.onnxruntime", "compile.inductor", "collectives.nccl",
@@ -134,6 +134,46 @@ def test_every_check_the_stage_records_is_declared(stage: str) -> None:
     assert len(names) > 5
     undeclared = [n for n in names if find_kind(n, checks) is None]
     assert not undeclared, f"{stage}: {undeclared}"
+
+
+# The stage a module of stages/ records for, by its path (a check written there must be that stage's kind).
+_STAGE_OF = {"verify_hip.py": "verify_hip", "functional": "functional_test", "functional_test.py": "functional_test",
+             "perf": "performance_baseline", "performance_baseline.py": "performance_baseline",
+             "compat": "compatibility_check", "compatibility_check.py": "compatibility_check"}  # fmt: skip
+
+
+def _literal_records(method: str = "record") -> list[tuple[str, str, str]]:
+    """(stage, file, name) of every ``.record("name", ...)`` (or ``.metric``) with a literal name in the stages' code."""
+    import ast
+
+    found = []
+    for path in sorted((REPO / "stages").rglob("*.py")):
+        stage = _STAGE_OF.get(path.relative_to(REPO / "stages").parts[0])
+        if stage is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == method
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                found.append((stage, path.name, node.args[0].value))
+    return found
+
+
+def test_every_literal_check_name_in_the_stages_code_is_declared() -> None:
+    """A check recorded under a fixed name anywhere in a stage's code (``rec.record("sequential", ...)``) is
+    declared: otherwise the recorder refuses it at run time and the stage ends in an error."""
+    records = _literal_records()
+    assert len(records) > 10
+    undeclared = [(s, f, n) for s, f, n in records if find_kind(n, _declared(s)[0]) is None]
+    assert not undeclared
+    metrics = _literal_records("metric")
+    assert len(metrics) > 5
+    assert not [(s, f, n) for s, f, n in metrics if find_kind(n, _declared(s)[1]) is None]
 
 
 def test_the_recorder_refuses_an_undeclared_check_or_metric() -> None:
