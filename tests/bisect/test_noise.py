@@ -132,6 +132,9 @@ def test_unknown_comparisons_get_more_processes_and_the_culprit_stays_right(tmp_
             truth = "bad" if _commit(doc, c["index"]) >= 11 else "good"
             assert d["decision"] in (truth, "unknown"), (c["label"], d)
             assert d["processes"] <= 15
+            if c["index"]:  # every look of the comparison reached the rule, not only the last one
+                (gate,) = [g for g in d["gates"] if g["name"] == "latency-median"]
+                assert f"({len(d['looks'])} looks)" in gate["reason"], (d["looks"], gate["reason"])
 
 
 def test_an_interrupted_decision_resumes_with_its_looks_and_finished_decisions_stand(tmp_path, monkeypatch):
@@ -227,17 +230,18 @@ def test_a_good_end_that_fails_a_gate_on_its_own_is_refused(tmp_path, monkeypatc
         run_bisect(opts)
 
 
-# A tolerance of 1% at alpha 0.2 (0.1 for false regressions): a comparison of two equal candidates that
-# is looked at again after every round until it decides is where peeking shows. The fixed-sample test
-# consulted at every look ("stop at the first p < alpha/2") calls about a quarter of such comparisons bad;
-# the sequential rule keeps them within alpha/2 however many rounds are added.
+# Any slowdown fails (a tolerance of 0), at alpha 0.2 (0.1 for false regressions): a comparison of two
+# equal candidates, looked at again after every round until it decides, is where peeking shows. Measured
+# on this test's twelve bisections with the decision loop planted back to the fixed-sample test at every
+# look ("stop at the first p < alpha/2"): 19 of 94 comparisons bad (20%), 8 of 12 culprits wrong, 31
+# comparisons still unknown at the budget; with the sequential rule 1 of 48, 1 culprit wrong.
 PEEKING_GATES = """\
 version: 1
 gates:
   latency-median:
     metric: performance_baseline.latency_ms
     compare: baseline
-    pass: "<= +1%"
+    pass: "<= +0%"
     alpha: 0.2
 """
 
@@ -255,17 +259,17 @@ def test_adding_processes_until_decided_keeps_false_alarms_within_alpha(tmp_path
     wrong = 0
     for seed in range(1, 13):
         doc = _bisect(
-            tmp_path, monkeypatch, latency, sigma=0.02, max_processes=30, name=f"s{seed}", seed=seed, gates=gates
+            tmp_path, monkeypatch, latency, sigma=0.02, max_processes=45, name=f"s{seed}", seed=seed, gates=gates
         ).doc
         wrong += _commit(doc, doc["result"]["first_bad"]) != n
         decisions += [d for c in doc["candidates"][1:-1] for d in c["decisions"]]
     false = sum(d["decision"] == "bad" for d in decisions)
     # each comparison's false-alarm rate is at most alpha/2 whenever it stops (two binomial standard errors
-    # of slack); the fixed-sample test consulted at every look exceeds it (the figures in the PEEKING note)
+    # of slack); the fixed-sample test consulted at every look exceeds it (the figures above PEEKING_GATES)
     bound = alpha / 2
     assert false <= len(decisions) * bound + 2 * math.sqrt(len(decisions) * bound * (1 - bound)), (false, decisions)
     assert len(decisions) >= 40
     assert wrong <= false  # a wrong culprit comes from a false alarm, never from anything else
-    # and the rule does stop: equal candidates are found good, well within the budget of 30 processes a side
+    # and the rule does stop: equal candidates are found good, well within the budget of 45 processes a side
     assert sum(d["decision"] == "unknown" for d in decisions) <= 1
     assert sum(d["processes"] for d in decisions) / len(decisions) < 15
