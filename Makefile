@@ -8,7 +8,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint tools dist image clean mutation audit lock
+.PHONY: setup demo test lint tools dist image clean mutation audit lock fuzz
 
 setup: $(VENV)/.installed
 
@@ -61,9 +61,23 @@ audit: setup
 lock: setup
 	$(BIN)/python -m pip freeze --exclude-editable --all | grep -v '^\(pip\|setuptools\|wheel\)==' > requirements.lock
 
+# WORKERS pytest-xdist processes, each taking whole test files (module fixtures are built once); WORKERS=0 runs
+# serially. CONTRIBUTING.md has the measurement behind the default.
+WORKERS ?= 2
 test: setup tools lint
 	@# pytest exits 5 when it collected no test: here that means the suite is broken
-	$(BIN)/python -m pytest; rc=$$?; [ $$rc -ne 5 ] || { echo "pytest collected no tests" >&2; exit 1; }; exit $$rc
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile; rc=$$?; [ $$rc -ne 5 ] || { echo "pytest collected no tests" >&2; exit 1; }; exit $$rc
+
+# The hostile-input matrix's large profile (not in CI; tens of minutes): hypothesis draws EXAMPLES payloads per
+# text and number case, and the size classes are bigger (docs/security.md, "The hostile-input matrix").
+EXAMPLES ?= 25
+SPARSE_MIB ?= 5120
+LINE_MIB ?= 256
+DEPTH ?= 200000
+fuzz: setup
+	GATEKEEPER_FUZZ=1 GATEKEEPER_FUZZ_EXAMPLES=$(EXAMPLES) GATEKEEPER_MATRIX_SPARSE_MIB=$(SPARSE_MIB) \
+	  GATEKEEPER_MATRIX_LINE_MIB=$(LINE_MIB) GATEKEEPER_MATRIX_DEPTH=$(DEPTH) GATEKEEPER_MATRIX_ALARM_S=900 \
+	  $(BIN)/python -m pytest tests/security/test_matrix.py --timeout 3600
 
 # Mutation testing (slow, not in CI): mutants of the modules in [tool.mutmut] of pyproject.toml,
 # each run against the tests that reach it. MODULE narrows it, e.g. MODULE=gatekeeper.breaker.state.

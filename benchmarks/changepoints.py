@@ -8,12 +8,18 @@ recall (a change found within one run of the true step), A/A series with any cha
 Otava (``otava.analysis.compute_change_points``) sees the median of each run, the one number per run it
 takes, in the same run of this script.
 
+Besides the issue's two noise profiles, two where whole runs differ from each other beyond their
+processes (a run-level effect, log-normal with sigma 0.33% or 1%, on top of 1% process noise): what a
+real GPU history also has (another node, clocks, a noisy neighbour). They are scored apart (the issue's
+targets are stated for the first two), to show that the false changes stay rare there too.
+
 Otava is not a dependency of gatekeeper: it runs in a throwaway virtual environment
 (``--otava-python PATH``, or one this script makes in a temp dir with ``pip install apache-otava``),
 fed the same medians as JSON. ``--no-otava`` leaves it out.
 
-    python benchmarks/changepoints.py [--series 40] [--otava-python /tmp/otava/bin/python]
+    python benchmarks/changepoints.py [--series 40] [--seed 2024] [--otava-python /tmp/otava/bin/python]
     python benchmarks/changepoints.py --speed        # history changes over 10,000 runs x 30 metrics
+    python benchmarks/changepoints.py --bound        # what recall any method can reach on these series
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ from gatekeeper.stats.changepoint import find_change_points  # noqa: E402
 
 STEPS = (0.01, 0.02, 0.03, 0.05, 0.10)
 NOISES = (0.01, 0.03)
+# (name, per-process noise, run-level effect): the issue's two, then two with runs that differ as a whole
+PROFILES = (("1%", 0.01, 0.0), ("3%", 0.03, 0.0), ("1% + runs 0.33%", 0.01, 0.0033), ("1% + runs 1%", 0.01, 0.01))
+ISSUE = ("1%", "3%")
 RUNS, PROCESSES, SAMPLES = 30, 10, 20
 
 _OTAVA = """
@@ -49,10 +58,13 @@ json.dump(out, sys.stdout)
 """
 
 
-def make_series(rng: np.random.Generator, step: float, noise: float, at: int | None) -> list[list[list[float]]]:
+def make_series(
+    rng: np.random.Generator, step: float, noise: float, at: int | None, run_effect: float = 0.0
+) -> list[list[list[float]]]:
     runs = []
     for r in range(RUNS):
         level = 10.0 * (1 + step if at is not None and r >= at else 1.0)
+        level *= float(np.exp(rng.normal(0, run_effect))) if run_effect else 1.0
         procs = level * np.exp(rng.normal(0, noise, PROCESSES))
         runs.append([list(p * np.exp(rng.normal(0, noise, SAMPLES))) for p in procs])
     return runs
@@ -87,51 +99,116 @@ def otava_python(given: str | None) -> str:
 
 def accuracy(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(args.seed)
-    cases = []  # (step, noise, at, runs)
-    for noise in NOISES:
+    cases = []  # (profile, step, at, runs)
+    for profile, noise, run_effect in PROFILES:
         for step in (*STEPS, 0.0):
-            for _ in range(args.series // len(NOISES)):
+            for _ in range(args.series // len(ISSUE)):
                 at = int(rng.integers(8, 23)) if step else None
-                cases.append((step, noise, at, make_series(rng, step, noise, at)))
+                cases.append((profile, step, at, make_series(rng, step, noise, at, run_effect)))
     t0 = time.perf_counter()
-    ours = [[cp.index for cp in find_change_points(runs)] for _, _, _, runs in cases]
+    ours = [[cp.index for cp in find_change_points(runs, alpha=args.alpha)] for _, _, _, runs in cases]
     ours_s = time.perf_counter() - t0
-    methods = {"gatekeeper find_change_points (per-process samples)": (ours, ours_s)}
+    methods = {f"gatekeeper find_change_points (per-process samples, alpha={args.alpha})": (ours, ours_s)}
+    short = {next(iter(methods)): f"gatekeeper alpha={args.alpha}"}
     if not args.no_otava:
         python = otava_python(args.otava_python)
         medians = [[float(np.median(np.concatenate(run))) for run in runs] for _, _, _, runs in cases]
         for p in (0.001, 0.01):
             t0 = time.perf_counter()
             got = otava([{"series": m, "window": 50, "p": p} for m in medians], python)
-            methods[f"Otava compute_change_points (run medians, max_pvalue={p})"] = (got, time.perf_counter() - t0)
-    print(f"{len(cases)} series: {args.series} per step and {args.series} A/A, half at each noise {NOISES}\n")
-    header = "| method | " + " | ".join(f"recall {s:.0%}" for s in STEPS) + " | A/A with a change | misplaced | s |"
-    print(header)
+            name = f"Otava compute_change_points (run medians, max_pvalue={p})"
+            methods[name], short[name] = (got, time.perf_counter() - t0), f"Otava max_pvalue={p}"
+    issue = [i for i, c in enumerate(cases) if c[0] in ISSUE]
+    print(
+        f"seed {args.seed}: {args.series} series per step and {args.series} A/A, half at each noise {ISSUE} "
+        f"(the issue's scoring)\n"
+    )
+    print("| method | " + " | ".join(f"recall {s:.0%}" for s in STEPS) + " | A/A with a change | misplaced | s |")
     print("|" + " --- |" * (len(STEPS) + 4))
     for name, (found, seconds) in methods.items():
-        recall = {s: [] for s in STEPS}
-        aa_false, aa_total, misplaced, reported = 0, 0, 0, 0
-        for (step, _, at, _), idx in zip(cases, found, strict=True):
-            hit, wrong = score(idx, at)
-            reported += len(idx)
-            if step:
-                recall[step].append(hit)
-                misplaced += wrong
-            else:
-                aa_total += 1
-                aa_false += bool(idx)
-        mis = f"{misplaced}/{reported} ({misplaced / max(reported, 1):.1%})"
-        cells = " | ".join(f"{np.mean(recall[s]):.2f}" for s in STEPS)
-        print(f"| {name} | {cells} | {aa_false}/{aa_total} | {mis} | {seconds:.1f} |")
-    if args.by_noise:
-        for noise in NOISES:
-            row = []
-            for s in STEPS:
-                hits = [
-                    score(f, at)[0] for (st, nz, at, _), f in zip(cases, ours, strict=True) if st == s and nz == noise
-                ]
-                row.append(f"{np.mean(hits):.2f}")
-            print(f"gatekeeper recall at noise {noise:.0%}: {', '.join(row)}")
+        print(f"| {name} | {_row(cases, found, issue)} | {seconds:.1f} |")
+    print("\nper noise profile (series per step and A/A: " + str(args.series // len(ISSUE)) + ")\n")
+    print("| method | profile | " + " | ".join(f"recall {s:.0%}" for s in STEPS) + " | A/A with a change | misplaced |")
+    print("|" + " --- |" * (len(STEPS) + 4))
+    for name, (found, _) in methods.items():
+        for profile, _, _ in PROFILES:
+            chosen = [i for i, c in enumerate(cases) if c[0] == profile]
+            print(f"| {short[name]} | {profile} | {_row(cases, found, chosen)} |")
+
+
+def _row(cases: list[tuple], found: list[list[int]], chosen: list[int]) -> str:
+    recall: dict[float, list[bool]] = {s: [] for s in STEPS}
+    aa_false, aa_total, misplaced, reported = 0, 0, 0, 0
+    for i in chosen:
+        _, step, at, _ = cases[i]
+        hit, wrong = score(found[i], at)
+        reported += len(found[i])
+        if step:
+            recall[step].append(hit)
+            misplaced += wrong
+        else:
+            aa_total += 1
+            aa_false += bool(found[i])
+    mis = f"{misplaced}/{reported} ({misplaced / max(reported, 1):.1%})"
+    cells = " | ".join(f"{np.mean(recall[s]):.2f}" for s in STEPS)
+    return f"{cells} | {aa_false}/{aa_total} | {mis}"
+
+
+def bound(args: argparse.Namespace) -> None:
+    """What recall any method can reach on these series, from the run levels alone (the mean log process
+    median of a run is all the samples say about its level when processes are drawn afresh each run):
+    a run's level has sigma_run = noise * sqrt((1 + pi / (2 * 20)) / 10) (10 processes, each a process level
+    plus the median of 20 samples), and a step of s moves it by ln(1 + s).
+
+    * ``known``: the likelihood-ratio scan over every split with sigma_run known exactly (no method that
+      learns it from the data does better), at the A/A rate ``a``, located by maximum likelihood;
+    * ``oracle``: the most powerful test there is for these very series (Neyman-Pearson): it knows the
+      step's size, its sign and that it lies in runs 8..22, and places it where a window of three runs
+      holds the most likelihood. No real method knows any of that."""
+    rng = np.random.default_rng(args.seed)
+    n, count, splits = RUNS, 100_000, np.arange(3, RUNS - 2)
+    window = np.arange(8, 23)
+
+    def scan(x: np.ndarray) -> np.ndarray:
+        c = np.cumsum(x, axis=1)
+        d = (c[:, -1:] - c[:, splits - 1]) / (n - splits) - c[:, splits - 1] / splits
+        return d / np.sqrt(1 / splits + 1 / (n - splits))
+
+    def oracle(x: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+        tail = np.cumsum((x - x.mean(axis=1, keepdims=True))[:, ::-1], axis=1)[:, ::-1][:, window]
+        loglik = delta * tail - delta * delta * (n - window) * window / (2 * n)
+        top = loglik.max(axis=1, keepdims=True)
+        post = np.exp(loglik - top)
+        evidence = np.log(post.mean(axis=1)) + top[:, 0]
+        post /= post.sum(axis=1, keepdims=True)
+        padded = np.pad(post, ((0, 0), (1, 1)))
+        win = padded[:, :-2] + padded[:, 1:-1] + padded[:, 2:]
+        return evidence + np.log(win.max(axis=1)), window[np.argmax(win, axis=1)]
+
+    null = np.abs(scan(rng.standard_normal((count, n)))).max(axis=1)
+    print("recall of a step (a change named within one run of it), by what the method knows, per noise:\n")
+    print(
+        "| noise | sigma_run | step | step / sigma_run | known, A/A 1% | known, A/A 2.5% | oracle, A/A 1% | oracle, A/A 2.5% |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for noise in NOISES:
+        sigma = noise * float(np.sqrt((1 + np.pi / (2 * SAMPLES)) / PROCESSES))
+        for step in STEPS[:2]:
+            delta = float(np.log1p(step)) / sigma
+            at = rng.integers(8, 23, count)
+            x = rng.standard_normal((count, n)) + delta * (np.arange(n)[None, :] >= at[:, None])
+            z = scan(x)
+            where = splits[np.argmax(np.abs(z), axis=1)]
+            near = np.abs(where - at) <= 1
+            top = np.abs(z).max(axis=1)
+            null_oracle, _ = oracle(rng.standard_normal((count, n)), delta)
+            got, placed = oracle(x, delta)
+            cells = []
+            for a in (0.01, 0.025):
+                cells.append(f"{np.mean((top > np.quantile(null, 1 - a)) & near):.2f}")
+            for a in (0.01, 0.025):
+                cells.append(f"{np.mean((got > np.quantile(null_oracle, 1 - a)) & (np.abs(placed - at) <= 1)):.2f}")
+            print(f"| {noise:.0%} | {sigma:.2%} | {step:.0%} | {delta:.2f} | " + " | ".join(cells) + " |")
 
 
 def speed(args: argparse.Namespace) -> None:
@@ -197,6 +274,9 @@ def write_store(db: Path, args: argparse.Namespace) -> None:
         report = StageReport("performance_baseline", "passed", "2026-01-01T00:00:00+00:00", 1.0, env, metrics,
                              config={"model": "demo", "batch_size": 8})  # fmt: skip
         rows.append((report, RunInfo("main", f"{r:040x}", str(r), "pass", f"2026-01-01T00:00:00.{r:06d}")))
+        if len(rows) == 500:  # in batches: ten thousand reports at once would hold gigabytes
+            store.save_many(rows)
+            rows = []
     store.save_many(rows)
     print(f"wrote {args.runs} runs x {args.metrics} metrics in {time.perf_counter() - t0:.1f} s")
 
@@ -207,13 +287,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--otava-python", help="a python with apache-otava installed (default: make a temp venv)")
     parser.add_argument("--no-otava", action="store_true")
-    parser.add_argument("--by-noise", action="store_true", help="also print gatekeeper's recall per noise level")
+    parser.add_argument("--alpha", type=float, default=0.01, help="gatekeeper's level (default 0.01)")
     parser.add_argument("--speed", action="store_true", help="time `history changes` instead")
+    parser.add_argument("--bound", action="store_true", help="what recall any method can reach on these series")
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--metrics", type=int, default=30)
     parser.add_argument("--db", help="with --speed: reuse (or keep) the store at this path")
     args = parser.parse_args()
-    speed(args) if args.speed else accuracy(args)
+    if args.bound:
+        bound(args)
+    else:
+        speed(args) if args.speed else accuracy(args)
 
 
 if __name__ == "__main__":

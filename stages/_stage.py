@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import re
 import select
 import sys
 import threading
@@ -23,6 +24,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
+from gatekeeper.contract.failures import (
+    CONFIG_CHECK,
+    CONFIG_FIX,
+    CheckKind,
+    MetricKind,
+    UndeclaredName,
+    crash_category,
+    find_kind,
+)
 from gatekeeper.contract.stage_report import Check, Environment, Metric, StageReport, utc_now, write_stage
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
@@ -30,6 +40,7 @@ from stages.isolate import IsolatedOutcome
 from stages.progress import LogLines, TerminalAwareText, section
 
 __all__ = [
+    "FRAMEWORK_CHECKS",
     "CommonOptions",
     "Recorder",
     "SkipCheck",
@@ -48,6 +59,8 @@ class StageModule(Protocol):
     NAME: str
     DESCRIPTION: str
     Options: type
+    CHECKS: tuple[CheckKind, ...]  # every check the stage records, with its failure category
+    METRICS: tuple[MetricKind, ...]  # every metric it writes, with the category of a gate failing on it
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
@@ -80,6 +93,51 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--check-timeout", type=float, default=300.0, help="seconds before an isolated check is killed")
 
 
+# How isolate.py and core/proc.py word a process that ran past its timeout or died by a signal.
+_TIMED_OUT = re.compile(r"\btimed out after \d")
+_KILLED = re.compile(r"\bkilled by (?:SIG[A-Z0-9]+|signal \d+)")
+
+
+def _failure_category(kind: CheckKind | None, message: str) -> str | None:
+    """A timeout is the kind's ``on_timeout``, a dead process its crash's category, anything else the kind's."""
+    if kind is None:
+        return None
+    head = message.strip().splitlines()[0] if message.strip() else ""
+    if _TIMED_OUT.search(head):
+        return kind.on_timeout
+    if _KILLED.search(head):
+        return crash_category(message)
+    return kind.category
+
+
+# Checks the framework itself records for every stage (besides the stage's own CHECKS).
+FRAMEWORK_CHECKS: tuple[CheckKind, ...] = (
+    CheckKind(
+        CONFIG_CHECK,
+        "configuration_error",
+        "the stage's options and its model are usable (the model imports, the options parse)",
+        CONFIG_FIX,
+    ),
+    CheckKind(
+        "stage",
+        "configuration_error",
+        "the stage ran to its end (an exception escaping it means a broken model, environment or gatekeeper)",
+        "read the traceback in the message: a model factory or the environment raised, or (in gatekeeper's own "
+        "code) report it",
+    ),
+)
+
+
+def declared_kinds(stage: str) -> tuple[tuple[CheckKind, ...], tuple[MetricKind, ...]] | None:
+    """The check and metric kinds a registered stage declares (with the framework's); None for another name."""
+    from stages import STAGES, load_stage
+
+    if stage not in STAGES:
+        return None
+    module = load_stage(stage)
+    return tuple(module.CHECKS) + FRAMEWORK_CHECKS, tuple(module.METRICS)
+
+
 @dataclass
 class _Handle:
     message: str = ""
@@ -89,8 +147,26 @@ class _Handle:
 class Recorder:
     """Collects checks and metrics while a stage runs."""
 
-    def __init__(self, stage: str, stream: Any = None) -> None:
+    def __init__(
+        self,
+        stage: str,
+        stream: Any = None,
+        *,
+        kinds: tuple[CheckKind, ...] | None = None,
+        metric_kinds: tuple[MetricKind, ...] | None = None,
+    ) -> None:
+        """``kinds``/``metric_kinds``: default, the declarations of the registered stage ``stage``.
+
+        A check or a metric that no declared kind covers is refused (``UndeclaredName``): its
+        failure would have no category. Only a recorder for a name that is no registered stage
+        (a unit test's) records without declarations.
+        """
         self.stage = stage
+        if kinds is None and metric_kinds is None:
+            declared = declared_kinds(stage)
+            kinds, metric_kinds = declared if declared is not None else (None, None)
+        self.kinds = kinds
+        self.metric_kinds = metric_kinds
         self.checks: list[Check] = []
         self.metrics: dict[str, Metric] = {}
         self.summary: dict[str, Any] = {}
@@ -115,19 +191,43 @@ class Recorder:
         duration_s: float = 0.0,
         group: str | None = None,
         details: Mapping[str, Any] | None = None,
+        category: str | None = None,
     ) -> Check:
+        """``category``: for a failure whose cause is known better than the kind's (a timeout, a crash)."""
+        kind = self._kind(name)
+        category = category or _failure_category(kind, message) if status in ("failed", "error") else None
         unique = name
         n = 2
         while unique in self._names:  # JUnit needs each case once
             unique = f"{name}#{n}"
             n += 1
         self._names.add(unique)
-        check = Check(unique, status, message, max(duration_s, 0.0), group or self._group, dict(details or {}))  # type: ignore[arg-type]
+        check = Check(
+            unique,
+            status,  # type: ignore[arg-type]
+            message,
+            max(duration_s, 0.0),
+            group or self._group,
+            dict(details or {}),
+            category=category,
+            fix=kind.fix if kind is not None and category is not None else "",
+        )
         self.checks.append(check)
         mark = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "info": "info"}[status]
         first = message.strip().splitlines()[0] if message.strip() else ""
         self.log(f"  [{mark}] {unique}" + (f": {first}" if first and status != "passed" else ""))
         return check
+
+    def _kind(self, name: str) -> CheckKind | None:
+        if self.kinds is None:
+            return None
+        kind = find_kind(name, self.kinds)
+        if not isinstance(kind, CheckKind):
+            raise UndeclaredName(
+                f"{self.stage}: check {name!r} matches no declared check kind: add one to {self.stage}.CHECKS "
+                "(pattern, failure category, what it checks, the fix)"
+            )
+        return kind
 
     def skip(self, name: str, reason: str, *, group: str | None = None) -> Check:
         return self.record(name, "skipped", reason, group=group)
@@ -180,7 +280,16 @@ class Recorder:
         samples: list[float] | list[list[float]] | None = None,
         description: str = "",
     ) -> None:
-        self.metrics[name] = Metric.of(value, unit, better, samples, description)  # type: ignore[arg-type]
+        category = None
+        if self.metric_kinds is not None:
+            kind = find_kind(name, self.metric_kinds)
+            if kind is None:
+                raise UndeclaredName(
+                    f"{self.stage}: metric {name!r} matches no declared metric kind: add one to {self.stage}.METRICS "
+                    "(pattern, the category of a gate failing on it, what it measures)"
+                )
+            category = kind.category
+        self.metrics[name] = Metric.of(value, unit, better, samples, description, category=category)  # type: ignore[arg-type]
 
     @contextlib.contextmanager
     def group(self, name: str, header: str | None = None) -> Iterator[None]:
@@ -314,12 +423,27 @@ def stage_main(module: ModuleType, argv: list[str] | None = None) -> int:
 
 
 def _run_stage(module: ModuleType, common: CommonOptions, options: Any) -> int:
-    from stages import device as devmod
-
     out = Path(common.out)
     out.mkdir(parents=True, exist_ok=True)
     started_at, start = utc_now(), time.monotonic()
-    with tee_output(out / f"{module.NAME}.log"):
+    log_path = out / f"{module.NAME}.log"
+    try:
+        return _run_stage_logged(module, common, options, out, log_path, started_at, start)
+    except InputError as err:
+        # A configuration error (a model that does not import, an option the stage refuses): the stage
+        # did no work and writes no artifact (exit 2; the CLI prints the line). Its log keeps the line
+        # too, so the failure job's diagnosis names it (a log without its <stage>.json: gatekeeper.analyze).
+        with log_path.open("a", encoding="utf-8") as log:
+            log.write(f"gatekeeper: {err.line()}\n")
+        raise
+
+
+def _run_stage_logged(  # noqa: PLR0917 - the one caller passes what it prepared
+    module: ModuleType, common: CommonOptions, options: Any, out: Path, log_path: Path, started_at: str, start: float
+) -> int:
+    from stages import device as devmod
+
+    with tee_output(log_path):
         info = devmod.detect(common.device)
         env = devmod.environment(info, common.channel)
         rec = Recorder(module.NAME)
@@ -340,24 +464,47 @@ def _run_stage(module: ModuleType, common: CommonOptions, options: Any) -> int:
         except Exception as err:
             rec.record("stage", "error", f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=10)}")
             status = "error"
-        report = StageReport(
-            stage=module.NAME,
-            status=status or rec.status(),  # type: ignore[arg-type]
+        report, path = _write_report(
+            module.NAME,
+            status or rec.status(),
             started_at=started_at,
-            duration_s=time.monotonic() - start,
-            environment=env,
-            metrics=rec.metrics,
-            checks=tuple(rec.checks),
+            start=start,
+            env=env,
+            rec=rec,
             config=ctx.config,
-            summary=rec.summary,
+            out=out,
         )
-        path = write_stage(report, out)
         c = report.counts()
         rec.log(
             f"{module.NAME}: {report.status} ({c['passed']} passed, {c['failed']} failed, {c['error']} errors, "
             f"{c['skipped']} skipped, {c['info']} info) in {report.duration_s:.1f} s -> {path}"
         )
     return ExitCode.BLOCKED if report.status in ("failed", "error") else ExitCode.PASS
+
+
+def _write_report(
+    name: str,
+    status: str,
+    *,
+    started_at: str,
+    start: float,
+    env: Environment,
+    rec: Recorder,
+    config: Mapping[str, Any],
+    out: Path,
+) -> tuple[StageReport, Path]:
+    report = StageReport(
+        stage=name,
+        status=status,  # type: ignore[arg-type]
+        started_at=started_at,
+        duration_s=time.monotonic() - start,
+        environment=env,
+        metrics=rec.metrics,
+        checks=tuple(rec.checks),
+        config=config,
+        summary=rec.summary,
+    )
+    return report, write_stage(report, out)
 
 
 def _jsonable(v: Any) -> Any:

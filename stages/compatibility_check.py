@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.contract.failures import CheckKind, MetricKind
 from gatekeeper.core.errors import InputError
 from gatekeeper.kernel_cache.key import cache_env
 from stages._stage import StageContext, stage_main
@@ -44,6 +45,74 @@ class Options:
     plant_deadlock: str | None = None
     no_extension: bool = False
     downstream: str = ""
+
+
+# Every check and metric this stage writes, with the failure category of each (contract/failures.py).
+CHECKS = (
+    CheckKind(
+        "onnx.onnxruntime",
+        "numerical_mismatch",
+        "onnxruntime reproduces the model's outputs",
+        "compare the exported graph's outputs op by op (onnxruntime's verbose session log names the node)",
+    ),
+    CheckKind(
+        "onnx.*",
+        "compile_error",
+        "the model exports to a valid ONNX graph (dynamo, then TorchScript)",
+        "read the exporter's error in the message: an op without an ONNX symbolic, or a dynamic shape it refuses",
+    ),
+    CheckKind(
+        "compile.*",
+        "compile_error",
+        "torch.compile builds the model and matches eager",
+        "rerun with TORCH_LOGS=+dynamo,+inductor; a compiled-vs-eager mismatch names the max error in the message",
+    ),
+    CheckKind(
+        "collectives.*",
+        "collective_comm_error",
+        "collectives in separate rank processes finish and give the right result (a rank that never joins is a "
+        "deadlock, found by timeout)",
+        "rerun with NCCL_DEBUG=INFO (RCCL too); check the network interface (NCCL_SOCKET_IFNAME) and /dev/shm",
+        on_timeout="collective_comm_error",
+    ),
+    CheckKind(
+        "extension.*",
+        "compile_error",
+        "a C++ (and HIP/CUDA) extension builds and runs",
+        "check the compiler and the ROCm/CUDA toolkit the extension build found (hipcc/nvcc, headers)",
+    ),
+    CheckKind(
+        "sparse.*",
+        "numerical_mismatch",
+        "sparse COO/CSR operations on the device vs dense CPU",
+        "check whether the sparse op is implemented for this device",
+    ),
+    CheckKind(
+        "dependencies.*",
+        "library_mismatch",
+        "pip check is clean and the downstream tools import with this torch",
+        "install versions that fit together (pip check names the conflict)",
+    ),
+    CheckKind(
+        "nightly_guard*",
+        "library_mismatch",
+        "a nightly torch is not shipped to a repository with an onnxruntime or TensorRT downstream",
+        "test the stable channel for this repository, or drop the downstream from --downstream",
+    ),
+)
+METRICS = (
+    MetricKind("onnx_export_rate", "compile_error", "1 when the model exported and onnxruntime reproduced it"),
+    MetricKind("onnx_max_abs_error", "numerical_mismatch", "onnxruntime vs torch"),
+    MetricKind("compile_max_abs_error", "numerical_mismatch", "compiled vs eager"),
+    MetricKind("compile_*", "performance_regression", "compile time and kernel cache hits"),
+    MetricKind("collectives_pass_rate", "collective_comm_error", "share of collectives that passed"),
+    MetricKind("deadlocks", "collective_comm_error", "collectives a rank never joined"),
+    MetricKind("collective_busbw_gbps*", "performance_regression", "collective bus bandwidth"),
+    MetricKind("extension_build_ok", "compile_error", "1 when the C++ (and GPU) extension built"),
+    MetricKind("sparse_pass_rate", "numerical_mismatch", "share of sparse cases that passed"),
+    MetricKind("dependency_problems", "library_mismatch", "pip check and downstream problems"),
+    MetricKind("nightly_guard_violations", "library_mismatch", "nightly torch with a guarded downstream"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

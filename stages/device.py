@@ -182,3 +182,17 @@ def _miopen_version() -> str | None:
         return str(v) if v else None
     except Exception:
         return None
+
+
+def tf32_off() -> None:
+    """float32 means float32: TF32 (NVIDIA Ampere and later) and XF32 (MI300) fail float32 tolerances by design.
+
+    When torch's own test helpers have frozen the global flags in this process (``torch.testing._internal``
+    calls ``disable_global_flags``, as the OpInfo sweep does), the cuDNN/MIOpen flag cannot be set; it is left
+    as frozen rather than crashing the check (stage work runs in fresh processes, where it is never frozen).
+    """
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if not torch.backends.flags_frozen():
+        torch.backends.cudnn.allow_tf32 = False

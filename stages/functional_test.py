@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gatekeeper.contract.failures import CheckKind, MetricKind
 from gatekeeper.core.errors import InputError
 from stages._stage import StageContext, stage_main
 from stages.functional import parity, steps
@@ -56,6 +57,118 @@ class Options:
     train_step: str | None = None
     stability_loops: int = 0
     stability_epochs: int = 3
+
+
+_DRIFT_FIX = (
+    "compare the op on this device with CPU float64 at the shape and dtype in the message; a change since the "
+    "baseline points at the torch/ROCm/CUDA library upgrade (rocBLAS, MIOpen, hipBLASLt); waive the check with a "
+    "checks: waiver (owner, ticket, expiry) while it is fixed upstream"
+)
+
+# Every check and metric this stage writes, with the failure category of each (contract/failures.py).
+CHECKS = (
+    *(
+        CheckKind(f"{category}.*", "numerical_mismatch", f"catalog cases of {category} vs CPU float64", _DRIFT_FIX)
+        for category in CATEGORIES
+        if category not in ("distributed", "attention")
+    ),
+    CheckKind(
+        "attention.*",
+        "numerical_mismatch",
+        "scaled dot-product attention with one backend forced, vs CPU float64",
+        "disable the failing SDPA backend for this device (torch.backends.cuda.enable_*_sdp) and report it upstream",
+    ),
+    CheckKind(
+        "distributed.*",
+        "collective_comm_error",
+        "collectives in 2 rank processes give the right result",
+        "rerun with NCCL_DEBUG=INFO (RCCL too) and compare the RCCL/NCCL version with a passing machine",
+        on_timeout="collective_comm_error",
+    ),
+    CheckKind(
+        "user.*",
+        "numerical_mismatch",
+        "the repository's own case_* functions (--cases)",
+        "run the failing case_* function from --cases alone on the device",
+    ),
+    CheckKind(
+        "traced.capture",
+        "configuration_error",
+        "the model runs forward and backward once, so its aten ops can be listed",
+        "run the model's factory and example_input(batch_size) by hand: the model itself fails or hangs",
+    ),
+    CheckKind(
+        "traced.model.forward_backward",
+        "numerical_mismatch",
+        "the whole model's outputs and gradients on the device vs CPU float64",
+        "look for the drifting ops among the traced.* checks; the worst row of the details names the layer",
+    ),
+    CheckKind(
+        "traced*",
+        "numerical_mismatch",
+        "every aten op the model runs, replayed on the device vs CPU float64",
+        _DRIFT_FIX,
+    ),
+    CheckKind(
+        "checkpoint*",
+        "numerical_mismatch",
+        "save, restore in a fresh process and continue gives the uninterrupted result",
+        "compare the restored state dict with the saved one (optimizer state, RNG state, buffers)",
+    ),
+    CheckKind(
+        "sparse*",
+        "numerical_mismatch",
+        "sparse COO/CSR operations on the device vs dense CPU",
+        "check whether the sparse op is implemented for this device (torch's sparse support differs per backend)",
+    ),
+    CheckKind(
+        "golden.*",
+        "numerical_mismatch",
+        "the model's outputs and gradients vs a golden saved on another stack",
+        "compare the two stacks' versions in the golden's meta.json; find the drifting op with the traced checks",
+    ),
+    CheckKind(
+        "convergence*",
+        "numerical_mismatch",
+        "training loss curves over seeds vs the golden's (--train-steps), and their spread",
+        "compare the loss curves in convergence.json with the golden's: the first step where they part names the op "
+        "to look at (the traced checks replay it)",
+    ),
+    CheckKind(
+        "stability.memory_growth",
+        "performance_regression",
+        "memory does not grow from epoch to epoch over repeated training loops",
+        "look for tensors kept across epochs (losses appended with their graph, caches keyed by step)",
+    ),
+    CheckKind(
+        "stability*",
+        "segfault",
+        "repeated training loops finish without an out-of-memory, launch timeout, illegal address, crash or hang",
+        "the message names the interruption: rerun that loop alone with the device's debug settings "
+        "(AMD_SERIALIZE_KERNEL=3 or CUDA_LAUNCH_BLOCKING=1)",
+    ),
+    CheckKind(
+        "opinfo.*",
+        "numerical_mismatch",
+        "PyTorch's OpInfo samples on the device vs CPU",
+        "rerun the OpInfo named in the check; compare with torch's own test for that op on this device",
+    ),
+)
+METRICS = (
+    MetricKind("op_pass_rate*", "numerical_mismatch", "share of catalog cases that match CPU float64"),
+    MetricKind("max_rel_error*", "numerical_mismatch", "largest relative error vs CPU float64"),
+    MetricKind("rel_error_*", "numerical_mismatch", "relative error distribution vs CPU float64"),
+    MetricKind("user_case_pass_rate", "numerical_mismatch", "share of --cases that passed"),
+    MetricKind("traced_op_pass_rate", "numerical_mismatch", "share of the model's aten ops that match"),
+    MetricKind("model_*", "numerical_mismatch", "whole-model outputs and gradients vs CPU float64"),
+    MetricKind("checkpoint_restore_rate", "numerical_mismatch", "share of restores that continue exactly"),
+    MetricKind("sparse_pass_rate", "numerical_mismatch", "share of sparse cases that pass"),
+    MetricKind("opinfo_pass_rate", "numerical_mismatch", "share of OpInfo samples that pass"),
+    MetricKind("golden_*", "numerical_mismatch", "parity with a golden of another stack"),
+    MetricKind("convergence_*", "numerical_mismatch", "training loss curves and their spread vs the golden's"),
+    MetricKind("train_interruptions*", "segfault", "training loops interrupted (by kind)"),
+    MetricKind("memory_growth_mb_per_epoch*", "performance_regression", "memory growth per training epoch"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -180,7 +293,7 @@ def _training(ctx: StageContext, plan: steps.Plan, golden: dict | None = None) -
 
 def run(ctx: StageContext) -> None:
     from stages.functional.user_cases import discover
-    from stages.models import parse_shape
+    from stages.models import parse_shape, resolve_model
 
     opts: Options = ctx.options
     _validate(opts)
@@ -188,6 +301,10 @@ def run(ctx: StageContext) -> None:
     dtypes = _split(opts.dtypes, DTYPES, "--dtypes")
     user = discover(opts.cases) if opts.cases else []  # bad --cases file: exit 2 before any work
     golden_meta = _golden_meta(ctx) if opts.golden else None  # an unusable golden: exit 2 before any work
+    if not opts.no_traced or opts.checkpoint_trials or opts.golden or opts.golden_save:
+        # A model that does not import: exit 2 with one line before any work, not an error per worker. It is
+        # only imported here; building it belongs in the workers (a factory that crashes is a failed check).
+        resolve_model(ctx.common.model)
     plan = steps.Plan(
         device=ctx.device,
         categories=categories,

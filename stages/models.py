@@ -8,12 +8,14 @@ GELU, like the models teams actually ship, in about a second on a CPU.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from gatekeeper.core.errors import InputError
 
-__all__ = ["DEMO_SPEC", "LoadedModel", "demo_model", "load_model"]
+__all__ = ["DEMO_SPEC", "LoadedModel", "demo_model", "import_path", "load_model", "resolve_model"]
 
 DEMO_SPEC = "stages.models:demo_model"
 
@@ -90,28 +92,77 @@ class LoadedModel:
         return maker(batch_size)
 
 
+def import_path() -> list[str]:
+    """Where ``--model`` modules are found: the working directory first (as ``python -m`` does), then sys.path.
+
+    A CI job runs in the model repository's root, so ``--model mypkg.models:build`` finds
+    ``mypkg/models.py`` there without PYTHONPATH. A src/ layout (``src/mypkg/``) needs the package
+    installed (``pip install -e .``) or ``PYTHONPATH=src``.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    # PYTHONPATH as the stage's child processes will see it (it may have been set after this one started)
+    for entry in reversed([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]):
+        if entry not in sys.path:
+            sys.path.insert(1, entry)
+    return [cwd if p == "" else p for p in sys.path]
+
+
 def load_model(spec: str | None = None, *, seed: int = 0) -> LoadedModel:
     """Import ``module:factory`` and call the factory (default: the demo model)."""
     import torch
 
     spec = spec or DEMO_SPEC
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise InputError(None, "--model", f"{spec!r} is not module:factory", "e.g. --model mypkg.models:build")
-    try:
-        mod = importlib.import_module(module_name)
-    except ImportError as err:
-        raise InputError(None, "--model", f"cannot import {module_name!r}: {err}", "check PYTHONPATH") from None
-    factory = getattr(mod, attr, None)
-    if not callable(factory):
-        raise InputError(
-            None, "--model", f"{module_name} has no callable {attr!r}", "name a function returning an nn.Module"
-        )
+    factory = resolve_model(spec)
     torch.manual_seed(seed)
     model = factory()
     if not isinstance(model, torch.nn.Module):
         raise InputError(None, "--model", f"{spec} returned {type(model).__name__}, not torch.nn.Module")
     return LoadedModel(spec, model)
+
+
+def resolve_model(spec: str | None = None) -> Any:
+    """The factory of ``module:factory``, imported but not called (a stage checks its ``--model`` this way
+    before any work: building the model belongs in an isolated worker, where a crash is a failed check)."""
+    spec = spec or DEMO_SPEC
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(None, "--model", f"{spec!r} is not module:factory", "e.g. --model mypkg.models:build")
+    searched = import_path()
+    try:
+        mod = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        missing = err.name or module_name
+        if module_name == missing or module_name.startswith(missing + "."):
+            shown = ", ".join(searched[:4]) + (f" and {len(searched) - 4} more" if len(searched) > 4 else "")
+            raise InputError(
+                None,
+                "--model",
+                f"cannot import {module_name!r}: no module named {missing!r} on the import path ({shown})",
+                f"run the job in the repository that holds {missing.replace('.', '/')}/ or {missing}.py (the "
+                "working directory is searched first); for a src/ layout pip install -e . or set PYTHONPATH=src",
+            ) from None
+        raise InputError(
+            None,
+            "--model",
+            f"cannot import {module_name!r}: it needs {missing!r}, which is not installed ({err})",
+            f"install {missing.split('.')[0]} in the job's image or its requirements",
+        ) from None
+    except Exception as err:  # the module's own code raised while it was imported (an ImportError included)
+        first = (str(err).strip().splitlines() or [""])[0][:300]
+        raise InputError(
+            None,
+            "--model",
+            f"importing {module_name!r} raised {type(err).__name__}: {first}",
+            f"fix the model module (python -c 'import {module_name}' in the repository shows the traceback)",
+        ) from None
+    factory = getattr(mod, attr, None)
+    if not callable(factory):
+        raise InputError(
+            None, "--model", f"{module_name} has no callable {attr!r}", "name a function returning an nn.Module"
+        )
+    return factory
 
 
 def parse_shape(text: str | None) -> tuple[int, ...] | None:

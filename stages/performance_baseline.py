@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.contract.failures import CheckKind, MetricKind
 from gatekeeper.contract.metric_points import SKIPPED, point_label, point_name
 from gatekeeper.core.errors import InputError
 from stages._stage import StageContext, stage_main
@@ -51,6 +52,72 @@ class Options:
     max_processes: int = 20
     max_seconds: float | None = None
     min_effect: float = 0.03
+
+
+# Every check and metric this stage writes, with the failure category of each (contract/failures.py).
+CHECKS = (
+    CheckKind(
+        "*process.*",
+        "configuration_error",
+        "a fresh timing process runs the model to the end (the message has its exit and last lines)",
+        "run the model's forward on the device by hand with the batch size and input shape of the run; a timing "
+        "process that hangs or crashes is named by its timeout or signal",
+    ),
+    CheckKind(
+        "point*",
+        "performance_regression",
+        "a sweep point the device can run was measured",
+        "give the sweep a larger --sweep-budget, or drop the point the device cannot run",
+    ),
+    CheckKind(
+        "clocks_and_temperature",
+        "performance_regression",
+        "GPU clocks and temperatures were recorded beside the timings",
+        "check that rocm-smi / amd-smi / nvidia-smi run on the runner",
+    ),
+    CheckKind(
+        "memory_growth",
+        "performance_regression",
+        "allocated memory does not grow while the model runs",
+        "look for tensors kept across iterations (lists of outputs, autograd graphs kept alive, caches)",
+    ),
+    CheckKind(
+        "copy*",
+        "performance_regression",
+        "host-device copy bandwidth at each size, pinned and pageable",
+        "check the PCIe link (verify_hip's hygiene.pcie_link) and that the copies run from pinned memory",
+    ),
+    CheckKind(
+        "efficiency*",
+        "performance_regression",
+        "TFLOPS per op and dtype and the fraction of the device's rated peak",
+        "compare the clocks and the library versions with a run that reached the peak fraction",
+    ),
+    CheckKind(
+        "load*",
+        "performance_regression",
+        "an open-loop load test: latency from the intended send time at each request rate",
+        "lower the rate or raise --max-batch; a rate the model cannot keep up with queues without bound",
+    ),
+    CheckKind(
+        "soak*",
+        "performance_regression",
+        "the soak run (--duration) keeps its throughput",
+        "read the soak series (performance_baseline.series.jsonl) for the window where throughput fell",
+    ),
+)
+METRICS = (
+    MetricKind("latency_ms*", "performance_regression", "latency of one batch"),
+    MetricKind("throughput*", "performance_regression", "items per second, its variation and decay"),
+    MetricKind("peak_memory_mb*", "performance_regression", "peak device memory"),
+    MetricKind("warmup_converged*", "performance_regression", "1 when the warm-up converged"),
+    MetricKind("memory_growth_mb_per_hour*", "performance_regression", "memory growth over time"),
+    MetricKind("soak_throughput", "performance_regression", "throughput over a soak run"),
+    MetricKind("copy_bandwidth_gbps*", "performance_regression", "host-device copy bandwidth"),
+    MetricKind("tflops*", "performance_regression", "achieved TFLOPS per op and dtype"),
+    MetricKind("compute_efficiency*", "performance_regression", "fraction of the rated peak"),
+    MetricKind("load_*", "performance_regression", "open-loop load latency, rate and errors"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +187,11 @@ def run(ctx: StageContext) -> None:
     if budget_s is not None and not axes:
         raise InputError(None, "--sweep-budget", "caps a sweep, and no --sweep was given", "add --sweep KEY=V1,V2")
     common = ctx.common
+    from stages.models import resolve_model
+
+    # A model that does not import: exit 2 with one line, not a failure per timing process. It is only
+    # imported here; building and running it stays in the timing processes (a crash is a failed check).
+    resolve_model(common.model)
     base_cfg = {
         "model": common.model,
         "batch_size": common.batch_size,

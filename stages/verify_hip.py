@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.contract.failures import CheckKind, MetricKind
 from gatekeeper.machine import archcompat, pcie_link
 from gatekeeper.machine.findings import Finding, count_problems
 from gatekeeper.machine.hygiene import FsFacts, hygiene_findings
@@ -31,6 +32,89 @@ DESCRIPTION = "Device visibility, versions, arch compatibility, smoke kernels vs
 @dataclass(frozen=True)
 class Options:
     smoke_timeout: float = 120.0
+
+
+# Every check and metric this stage writes, with the failure category of each (contract/failures.py).
+CHECKS = (
+    CheckKind(
+        "device.*",
+        "device_not_available",
+        "torch sees the GPU and its memory",
+        "check the runner: /dev/kfd and /dev/dri (ROCm) or the NVIDIA driver, the device nodes passed to the "
+        "container, and the job's runner tags",
+    ),
+    CheckKind(
+        "versions.*",
+        "library_mismatch",
+        "the ROCm, HIP, MIOpen, rocBLAS/hipBLASLt, driver and CUDA versions can be read",
+        "install the ROCm (or CUDA) user space the torch build was made for",
+    ),
+    CheckKind(
+        "torch.build",
+        "library_mismatch",
+        "torch imports and says which GPU build it is",
+        "install a torch wheel built for this ROCm/CUDA version",
+    ),
+    CheckKind(
+        "arch.compatible",
+        "no_binary_for_gpu",
+        "the torch build carries code for this GPU's gfx arch or compute capability",
+        "install a torch build that includes this GPU's arch (or build with PYTORCH_ROCM_ARCH / TORCH_CUDA_ARCH_LIST)",
+    ),
+    CheckKind(
+        "smoke.*",
+        "numerical_mismatch",
+        "matmul, conv2d and a reduction on the device match CPU float64",
+        "rerun the smoke kernel alone; compare the ROCm/CUDA library versions with a machine where it passes",
+    ),
+    CheckKind(
+        "hygiene.dev_*",
+        "device_not_available",
+        "the device nodes (/dev/kfd, /dev/dri) exist and are read-write for the job's user",
+        "pass the device nodes into the container (--device /dev/kfd --device /dev/dri) and add the user to them",
+    ),
+    CheckKind(
+        "hygiene.groups",
+        "device_not_available",
+        "the job's user is in the groups that own the device nodes (video, render)",
+        "add the runner's user to the video and render groups (or run the container with --group-add)",
+    ),
+    *(
+        CheckKind(
+            pattern,
+            "device_not_available",
+            "no *_VISIBLE_DEVICES variable hides every GPU (alone or combined with another)",
+            "unset the variable, or list the device ids the job may use",
+        )
+        for pattern in ("hygiene.*VISIBLE_DEVICES", "hygiene.visible_devices*")
+    ),
+    CheckKind(
+        "hygiene.HSA_OVERRIDE_GFX_VERSION",
+        "configuration_error",
+        "HSA_OVERRIDE_GFX_VERSION is unset or a valid target",
+        "unset HSA_OVERRIDE_GFX_VERSION, or give a valid target such as 10.3.0",
+    ),
+    CheckKind(
+        "hygiene.pcie_link",
+        "performance_regression",
+        "the GPU's PCIe link runs at its maximum generation and width under load",
+        "reseat the card or move it to a slot wired for its full width; check the BIOS link settings",
+    ),
+    CheckKind(
+        "hygiene.*",
+        "configuration_error",
+        "the allocator settings (PYTORCH_HIP_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF) are ones torch accepts",
+        "fix or unset the variable named in the message (torch rejects it at the first allocation)",
+    ),
+)
+METRICS = (
+    MetricKind("device_count", "device_not_available", "GPUs torch sees"),
+    MetricKind("device_available", "device_not_available", "1 when torch sees a GPU"),
+    MetricKind("arch_compatible", "no_binary_for_gpu", "1 when the torch build carries this GPU's arch"),
+    MetricKind("smoke_rel_error.*", "numerical_mismatch", "smoke kernel error vs CPU float64"),
+    MetricKind("hygiene_problems", "configuration_error", "environment hygiene problems"),
+    MetricKind("pcie_link_*", "performance_regression", "the GPU's PCIe link generation and width"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,11 +4,21 @@ the GitLab section of the README)."""
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import json
+import os
 import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
 
+import pytest
 import yaml
 
+from gatekeeper.core import proc
+from gatekeeper.evaluate.gates import load_gates
 from tests.conftest import REPO
 from tests.test_ci_templates import split_component
 
@@ -85,3 +95,407 @@ def test_readme_says_which_features_need_which_tier() -> None:
     metrics = next(v for k, v in tiers.items() if "metrics report" in k)
     assert "Free" not in metrics, "the metrics report widget is not in the Free tier"
     assert any("JUnit" in k and v == "Free" for k, v in tiers.items())
+
+
+# --- Every command example in README.md and docs/ runs (issue 28) -----------------------------------
+#
+# Every line of a ```sh/```bash block, and every "$ " line of a ```console block, is an example. By
+# default it RUNS here, in a sandbox holding what the examples name (artifacts of a verify_hip
+# pipeline, a history store, a job log, gates.yaml, matrix.yaml), in the docs' order, and must
+# neither be refused (exit 2: usage or input), crash (70), be missing (126/127) nor time out. An
+# example that cannot run here (a GPU, the network, minutes of CPU) is listed below with the reason:
+# PARSE_ONLY examples are parsed by the command's own argument parser (so an option the command
+# does not have still fails), NOT_RUN ones are only named. A new example is picked up by itself;
+# one that cannot run here fails this test until it is listed.
+
+NOT_RUN: dict[str, str] = {
+    r"^make demo\b": "the whole pipeline on the demo model takes minutes; its exit codes are held by "
+    "test_make_demo_exit_codes (make with a stub gatekeeper)",
+    r"^make test\b": "the whole suite, this test included",
+    r"^pip install\b": "installs from a package index over the network",
+    r"^kubectl\b": "needs a Kubernetes cluster",
+    r"\bdoctor gitlab\b": "needs a GitLab API and a token (tests/machine/test_gitlab_settings.py drives it "
+    "against a local fake)",
+    r"gitlab-ci-local|setup_ci_tools": "runs GitLab pipelines for minutes: tests/pipelines/",
+    r"--device cuda\b": "needs a GPU",
+    r"^gatekeeper ab\b": "times two commits in worktrees for minutes: tests/run/test_ab.py",
+    r"--duration 24h": "a 24-hour soak run",
+    r"train_analyze_model\.py(?!.*--check)": "rebuilds the learned model: needs scikit-learn (the ml extra) "
+    "and minutes; tests/analyze/test_analyze_model.py runs it",
+    r"benchmarks/analyze_accuracy\.py": "classifies the 664 corpus logs (minutes); "
+    "tests/analyze/test_analyze_classify.py holds its figures",
+}
+PARSE_ONLY: dict[str, str] = {
+    r"^(gatekeeper stage|python -m stages\.)\s*(functional_test|performance_baseline|compatibility_check)\b"
+    r"(?!.*--help)": "a full stage run takes minutes on this CPU",
+    r"^gatekeeper pipeline\b": "runs every stage for minutes (the sandbox's own pipeline runs verify_hip)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    doc: str
+    line: int
+    command: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.doc}:{self.line}: {self.command[:90]}"
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, int, list[str]]]:
+    """(language, first line number, lines) of every fenced block."""
+    out: list[tuple[str, int, list[str]]] = []
+    lang: str | None = None
+    body: list[str] = []
+    start = 0
+    for n, line in enumerate(text.splitlines(), 1):
+        fence = re.match(r"^\s*```(\S*)\s*$", line)
+        if fence and lang is None:
+            lang, body, start = fence.group(1), [], n + 1
+        elif fence and lang is not None and not fence.group(1):
+            out.append((lang, start, body))
+            lang = None
+        elif lang is not None:
+            body.append(line)
+    return out
+
+
+def doc_examples() -> list[Example]:
+    found: list[Example] = []
+    for doc, text in DOCS.items():
+        for lang, start, body in _fenced_blocks(text):
+            if lang not in ("sh", "bash", "console"):
+                continue
+            if lang in ("sh", "bash") and any(re.match(r"^\s*(for|while|if)\b", line) for line in body):
+                found.append(Example(doc, start, "\n".join(body)))  # a shell program: one example
+                continue
+            joined = re.sub(r"\\\n\s*", " ", "\n".join(body))
+            for offset, line in enumerate(joined.splitlines()):
+                command = line.strip()
+                if lang == "console":
+                    if not command.startswith("$ ") or command in ("$ echo $?",):
+                        continue  # output lines
+                    command = command[2:]
+                if command and not command.startswith("#"):
+                    found.append(Example(doc, start + offset, command))
+    return found
+
+
+def _listed(command: str, table: dict[str, str]) -> str | None:
+    return next((why for pattern, why in table.items() if re.search(pattern, command)), None)
+
+
+def _synopsis(command: str) -> str:
+    """A synopsis line's optional parts (``[--json]``, ``[--failures 3 --cooldown 24h]``) left out."""
+    return re.sub(r"\s+\[[^\]]*\]", "", command)
+
+
+def _argv(command: str) -> list[str]:
+    argv = shlex.split(_synopsis(command), comments=True)
+    while argv and re.match(r"^[A-Z_][A-Z0-9_]*=", argv[0]):
+        argv.pop(0)  # VAR=value prefixes
+    return argv
+
+
+def _parse_only(command: str) -> None:
+    """Parse ``command`` with the argument parsers of the command (and of a stage) without running it."""
+    from gatekeeper.cli import build_parser
+    from stages import load_stage
+    from stages._stage import build_parser as stage_parser
+
+    argv = _argv(command)
+    if argv[:2] == ["python", "-m"] and argv[2].startswith("stages."):
+        stage_parser(load_stage(argv[2].split(".", 1)[1])).parse_args(argv[3:])
+        return
+    assert argv[0] == "gatekeeper", command
+    args = build_parser().parse_args(argv[1:])
+    if args.command == "stage":
+        stage_parser(load_stage(args.name)).parse_args(args.stage_args)
+    if args.command == "pipeline":
+        for item in args.stage_arg or ():
+            name, _, rest = item.partition("=")
+            stage_parser(load_stage(name)).parse_args(shlex.split(rest))
+
+
+EXAMPLES = doc_examples()
+SANDBOX_STAGES = "verify_hip"
+
+
+def test_examples_are_found_and_every_listing_is_still_used() -> None:
+    assert len(EXAMPLES) > 60, len(EXAMPLES)
+    for table in (NOT_RUN, PARSE_ONLY):
+        for pattern in table:
+            assert any(re.search(pattern, e.command) for e in EXAMPLES), f"no example matches {pattern!r} any more"
+
+
+@pytest.mark.parametrize(
+    "example", [e for e in EXAMPLES if _listed(e.command, PARSE_ONLY) and not _listed(e.command, NOT_RUN)],
+    ids=lambda e: e.id,
+)  # fmt: skip
+def test_a_parse_only_example_parses(example: Example) -> None:
+    try:
+        _parse_only(example.command)
+    except SystemExit as err:
+        pytest.fail(f"{example.id}: its command refuses these arguments (exit {err.code})")
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A directory holding what the examples name, and the environment they run in (no CI, no secrets)."""
+    box = tmp_path_factory.mktemp("docs-examples")
+    for name in ("gates.yaml", "matrix.yaml"):
+        shutil.copy(REPO / name, box / name)
+    log = REPO / "tests" / "fixtures" / "logs" / "compile_error__pytorch-106513-cppcompileerror.log"
+    shutil.copy(log, box / "job.log")
+    (box / "job.log.gz").write_bytes(gzip.compress(log.read_bytes()))
+    (box / "known-issues.yaml").write_text(
+        "issues:\n  - id: my-issue\n    category: numerical_mismatch\n    priority: 50\n"
+        "    patterns: ['my known drift']\n    explanation: A drift we know.\n    remediation: [Waive it.]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI", "GITLAB", "GATEKEEPER_", "SLACK"))}
+    env.update(
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+        HOME=str(box),
+        GATEKEEPER_CACHE_DIR=str(box / ".gatekeeper-cache"),
+        PYTHONPATH=str(REPO),  # `python scripts/...` and `python -m stages...` from this checkout
+    )
+    res = proc.run(
+        ["gatekeeper", "pipeline", "--device", "cpu", "--out", "artifacts", "--stages", SANDBOX_STAGES,
+         "--record", "sqlite:history.db"],
+        timeout=600, cwd=box, env=env,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    # what the examples pass to notify: an analysis of the run (the failure job writes one when it fails)
+    res = proc.run(
+        ["gatekeeper", "analyze", "--artifacts", "artifacts", "--format", "json", "--out", "artifacts/analysis.json"],
+        timeout=300, cwd=box, env=env,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    for folder in ("scripts", "benchmarks"):  # `python scripts/...` as from the repository's root
+        (box / folder).symlink_to(REPO / folder)
+    shutil.copytree(box / "artifacts", box / "artifacts" / "stable")
+    shutil.copytree(box / "artifacts", box / "artifacts" / "nightly", ignore=shutil.ignore_patterns("stable"))
+    return box, env
+
+
+def _run_example(example: Example, box: Path, env: dict[str, str]) -> proc.ProcResult:
+    if "\n" in example.command:
+        # a shell program (a walkthrough) starts from its own empty directory: its store holds its runs only
+        box = box / f"program-{Path(example.doc).stem}-{example.line}"
+        box.mkdir(exist_ok=True)
+        shutil.copy(REPO / "matrix.yaml", box / "matrix.yaml")
+        return proc.run(["bash", "-c", example.command], timeout=900, cwd=box, env=env)
+    return proc.run(["bash", "-c", _synopsis(example.command)], timeout=300, cwd=box, env=env)
+
+
+_RAN: dict[str, proc.ProcResult] = {}  # example id -> its result, for the tests of what the docs say it does
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc", list(DOCS))
+def test_every_runnable_example_runs(doc: str, sandbox: tuple[Path, dict[str, str]]) -> None:
+    box, env = sandbox
+    failures = []
+    for example in (e for e in EXAMPLES if e.doc == doc):
+        if _listed(example.command, NOT_RUN) or _listed(example.command, PARSE_ONLY):
+            continue
+        res = _RAN[example.id] = _run_example(example, box, env)
+        refused = res.returncode in (2, 70, 126, 127) or res.timed_out or "Traceback" in res.stderr
+        if refused:
+            failures.append(f"{example.id}\n  -> {res.describe()}: {(res.stderr or res.stdout).strip()[-600:]}")
+    assert not failures, "examples that do not run (fix the doc or the command, or list them with a reason):\n" + (
+        "\n".join(failures)
+    )
+
+
+@pytest.mark.slow
+def test_the_release_walkthrough_says_what_its_commands_do(sandbox: tuple[Path, dict[str, str]]) -> None:
+    box, env = sandbox
+    text = DOCS["docs/release.md"]
+    (walk,) = [e for e in EXAMPLES if e.doc == "docs/release.md" and "\n" in e.command]
+    res = _RAN.get(walk.id) or _run_example(walk, box, env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    where = box / f"program-release-{walk.line}"
+    ids = [int(x) for x in re.findall(r"runs/(\d+)", walk.command) if x != "$n"]
+    runs = sorted(p.name for p in (where / "runs").iterdir())
+    assert runs == ["501", "502", "503", "504"], runs
+    assert max(ids) == 504, "the report reads the last run"
+    results = {json.loads((where / "runs" / r / "verdict.json").read_text())["result"] for r in runs}
+    assert "every run passes" in " ".join(text.split())
+    assert results == {"pass"}, results
+    # the matrix rows the doc shows, dates aside
+    shown = re.findall(r"^\| (2\.\S+ \(\w+\)) \| (\S+ \w+) \S+ \[#(\d+)\]", text, re.MULTILINE)
+    made = re.findall(
+        r"^\| (2\.\S+ \(\w+\)) \| (\S+ \w+) \S+ \[#(\d+)\]", (where / "matrix" / "matrix.md").read_text(), re.MULTILINE
+    )
+    assert shown
+    assert [(t.split("+")[1], v, n) for t, v, n in shown] == [(t.split("+")[1], v, n) for t, v, n in made]
+    # the advice, line for line
+    walkthrough = text[text.index("## Walkthrough") :]
+    block = walkthrough[walkthrough.index("```\ndecision:") + 4 :]
+    advice = block[: block.index("```")].strip().splitlines()
+    printed = res.stdout[res.stdout.index("decision:") :].strip().splitlines()[: len(advice)]
+    assert printed == advice
+
+
+def test_make_demo_exit_codes(tmp_path: Path) -> None:
+    """README: make demo exits 0 on pass or warn; when a gate blocks, make exits 2 (its own code)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    flat = " ".join(README.split())
+    assert "when a gate blocks, `gatekeeper pipeline` exits 1 and make stops with its own exit code, 2" in flat
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / ".installed").touch()  # newer than pyproject.toml: make does not set up a venv
+    os.utime(venv / ".installed", (2**31, 2**31))
+    stub = venv / "bin" / "gatekeeper"
+    for code, expected in ((0, 0), (3, 0), (1, 2)):
+        stub.write_text(f"#!/bin/sh\nexit {code}\n")
+        stub.chmod(0o755)
+        res = proc.run(["make", "-s", "-C", str(REPO), "demo", f"VENV={venv}"], timeout=60)
+        assert res.returncode == expected, (code, res.describe(), res.stderr)
+
+
+def _subcommands() -> list[list[str]]:
+    """Every gatekeeper command and sub-command, from the parser itself."""
+    import argparse
+
+    from gatekeeper.cli import build_parser
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> list[list[str]]:
+        out = [prefix]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    out += walk(sub, [*prefix, name])
+        return out
+
+    return walk(build_parser(), [])
+
+
+def _exit_code(main, argv: list[str]) -> int:
+    """main's return value, or the code of the SystemExit argparse raises for --help."""
+    try:
+        return int(main(argv) or 0)
+    except SystemExit as done:
+        return int(done.code or 0)
+
+
+def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """README: "Every command has `--help`" (gatekeeper stage --help was a usage error)."""
+    from gatekeeper.cli import main
+
+    assert "Every command has `--help`" in README
+    commands = _subcommands()
+    assert ["stage"] in commands
+    assert ["doctor"] in commands
+    assert len(commands) > 12
+    for argv in commands:
+        assert _exit_code(main, [*argv, "--help"]) == 0, argv
+        assert "usage:" in capsys.readouterr().out, argv
+    from stages import STAGES
+
+    for name in STAGES:
+        assert _exit_code(main, ["stage", name, "--help"]) == 0, name
+        assert f"gatekeeper stage {name}" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_reproduce_line_gives_the_verdict_it_sits_in(tmp_path: Path) -> None:
+    """verdict.md's reproduce line for a `pipeline --stages ...` run gave the opposite verdict (issue 28)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CI", "GITLAB", "GATEKEEPER_"))}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    shutil.copy(REPO / "gates.yaml", tmp_path / "gates.yaml")
+    run = proc.run(
+        ["gatekeeper", "pipeline", "--device", "cpu", "--out", "out", "--stages", "verify_hip"],
+        timeout=600, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert run.returncode in (0, 3), run.stdout[-2000:]
+    first = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    md = (tmp_path / "out" / "verdict.md").read_text()
+    line = re.search(r"<summary>Reproduce</summary>\s*```sh\n(.*?)\n```", md, re.DOTALL).group(1)
+    assert "--stages verify_hip" in line, line
+    assert "--artifacts out" in line, line
+    again = proc.run(["bash", "-c", line], timeout=300, cwd=tmp_path, env=env)
+    second = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert again.returncode == run.returncode
+    assert second["result"] == first["result"]
+    assert [(g["name"], g["outcome"]) for g in second["gates"]] == [(g["name"], g["outcome"]) for g in first["gates"]]
+
+
+def _benchmark_row(section: str, label: str) -> list[str]:
+    text = (REPO / "benchmarks" / "README.md").read_text()
+    part = text[text.index(section) :]
+    row = next(line for line in part.splitlines() if line.startswith(f"| {label}"))
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
+def test_readme_states_the_recorded_evaluate_and_junitparser_figures() -> None:
+    """README quotes benchmarks/README.md's record for evaluate vs junitparser, and claims nothing beyond it."""
+    junit = _benchmark_row("## Evaluate over a large JUnit file", "junitparser")
+    evaluate = _benchmark_row("## Evaluate over a large JUnit file", "gatekeeper evaluate")
+    para = " ".join(README[README.index("## Benchmarks") : README.index("## Layout")].split())
+    assert f"`gatekeeper evaluate` {evaluate[1]} s wall and {evaluate[2]} MB peak RSS" in para, para
+    assert f"`junitparser` loading the file alone {junit[1]} s and {junit[2]} MB" in para, para
+    assert not re.search(r"(faster|slower) than junitparser", para), "state the record, not a comparison"
+
+
+def test_failure_analysis_speed_figures_are_the_recorded_ones() -> None:
+    text = " ".join(DOCS["docs/failure_analysis.md"].split())
+    row = _benchmark_row("## Failure analysis", "500 MB text")
+    gz = _benchmark_row("## Failure analysis", "500 MB gzip")
+    wall, cpu, rss = row[3], row[4], row[5]
+    assert f"classified in {wall} wall ({cpu} of CPU" in text, (wall, cpu)
+    assert f"peak RSS of {rss}" in text
+    assert f"500 MB log takes {gz[3]}" in text
+    assert "24 s wall" not in text, "the withdrawn figures"
+    assert "37 MB" not in text, "the withdrawn figures"
+
+
+def test_docs_name_the_metric_each_default_gate_reads() -> None:
+    """A "Default gates" paragraph names metrics and rules as the default gates have them (bf16: issue 28)."""
+    gates = {g.name: g for g in load_gates(REPO / "gates.yaml").gates}
+    by_metric = {g.metric.split(".", 1)[1]: g for g in gates.values()}
+    for doc, text in DOCS.items():
+        for para in _paragraphs(text):
+            if not para.startswith("Default gates"):
+                continue
+            for metric, rule in re.findall(r"`([a-z_][a-z0-9_.]*) ((?:<=|>=|==) [^`]+)`", para):
+                assert metric in by_metric, f"{doc}: {metric} is read by no default gate"
+                assert by_metric[metric].pass_rule.text == rule, (doc, metric, rule, by_metric[metric].pass_rule.text)
+            for name in re.findall(r"`([a-z0-9-]+)` \(`", para):
+                assert name in gates, f"{doc}: {name} is no default gate"
+
+
+# The exit codes the docs state, each against its command (a phrase of the doc, then the run).
+_EXIT_CLAIMS = [
+    ("README.md", "A stage exits 0 when its checks passed or were skipped, 1 when a check failed, 2 on bad options",
+     ["stage", "verify_hip", "--device", "tpu"], 2),
+    ("README.md", "Exit 0 when nothing will fail, 1 when a finding is an error, 2 on bad input",
+     ["doctor", "--from", "no-such-capture"], 2),
+    ("docs/failure_analysis.md", "Exit codes: `0` a diagnosis was produced (any category, `unknown` included), "
+     "`2` bad input (a log that does not exist", ["analyze", "no-such.log", "--no-model"], 2),
+    ("docs/failure_analysis.md", "Exit codes: `0` a diagnosis was produced (any category, `unknown` included)",
+     ["analyze", "clean.log", "--no-model"], 0),
+    ("README.md", "gatekeeper breaker check --channel nightly --job functional_test   # exit 4 while the breaker is open",
+     ["breaker", "check", "--channel", "nightly", "--job", "functional_test"], 4),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("doc", "phrase", "argv", "code"), _EXIT_CLAIMS, ids=[" ".join(c[2][:2]) for c in _EXIT_CLAIMS]
+)
+def test_stated_exit_codes(doc, phrase, argv, code, tmp_path, monkeypatch, capsys) -> None:
+    from gatekeeper.cli import main
+
+    assert " ".join(phrase.split()) in " ".join(DOCS[doc].split()), f"{doc} no longer says: {phrase}"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GATEKEEPER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("GATEKEEPER_BREAKER_DIR", raising=False)
+    (tmp_path / "clean.log").write_text("step 1 loss 0.5\nall good\n")
+    if argv[:2] == ["breaker", "check"]:  # open it: three recorded failures
+        for _ in range(3):
+            record = ["breaker", "record", "--channel", "nightly", "--job", "functional_test", "--exit-code", "1"]
+            assert _exit_code(main, record) == 0
+    assert _exit_code(main, argv) == code, capsys.readouterr()

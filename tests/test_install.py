@@ -11,6 +11,7 @@ import pytest
 import tomllib
 
 from tests.conftest import REPO
+from tests.support.source_tree import source_tree
 
 
 def test_torch_is_a_floor_never_a_pin():
@@ -36,7 +37,7 @@ def test_install_into_env_with_torch_keeps_torch(tmp_path):
             "--no-build-isolation",
             "--report",
             str(report),
-            str(REPO),
+            str(source_tree(tmp_path / "source")),  # pip writes *.egg-info into what it builds: a copy
         ],
         capture_output=True,
         text=True,

@@ -16,6 +16,7 @@ import yaml
 from gatekeeper import __version__
 from gatekeeper.core import proc
 from scripts import release_check
+from tests.support.source_tree import source_tree
 from tests.test_ci_templates import ROOT, _Loader, render, validate
 
 # ---------------------------------------------------------------- the tag pipeline
@@ -128,9 +129,9 @@ def test_image_build_skips_clearly_without_docker_or_podman(tmp_path: Path) -> N
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``python -m build`` once for this module (without isolation: the venv has setuptools)."""
-    pytest.importorskip("build", reason="the build package is in the dev extras: pip install -e '.[dev]'")
     out = tmp_path_factory.mktemp("dist")
-    res = proc.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, ROOT], timeout=600)
+    tree = source_tree(tmp_path_factory.mktemp("source"))  # build/ and *.egg-info land there, not in the checkout
+    res = proc.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, tree], timeout=600)
     assert res.ok, res.describe()
     return out
 

@@ -12,17 +12,35 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from gatekeeper.analyze import structured
 from gatekeeper.analyze.classify import Classifier, open_log
-from gatekeeper.analyze.diagnosis import FailedCheck, FailureDiagnosis, diagnose, environment_fingerprint, failed_checks
+from gatekeeper.analyze.diagnosis import (
+    FailedCheck,
+    FailureDiagnosis,
+    diagnose,
+    diagnose_artifacts,
+    environment_fingerprint,
+    failed_checks,
+)
 from gatekeeper.analyze.learned import LearnedModel, builtin_model
 from gatekeeper.analyze.render import FORMATS, render
 from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
 from gatekeeper.contract.stage_report import read_artifacts
+from gatekeeper.contract.verdict import Verdict, read_verdict
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
 
-__all__ = ["CATEGORIES", "FORMATS", "analyze", "blocking_gates", "classify_logs", "report_text", "waiver_status"]
+__all__ = [
+    "CATEGORIES",
+    "FORMATS",
+    "analyze",
+    "blocking_gates",
+    "classify_logs",
+    "nothing_failed",
+    "report_text",
+    "waiver_status",
+]
 
 
 def classify_logs(
@@ -38,7 +56,11 @@ def classify_logs(
     one; ``None``: rules alone).
     """
     reports = read_artifacts(artifacts) if artifacts is not None else {}
-    checks = failed_checks(reports) + (blocking_gates(Path(artifacts)) if artifacts is not None else [])
+    verdict = _verdict(Path(artifacts)) if artifacts is not None else None
+    checks = failed_checks(reports) + (
+        [FailedCheck("gate", g.name, "failed", g.reason, {}) for g in verdict.blocking_gates] if verdict else []
+    )
+    found = structured.findings(reports, verdict, Path(artifacts) if artifacts is not None else None)
     classifier = Classifier(rules)
     for log in logs:
         with open_log(log) as stream:
@@ -46,6 +68,9 @@ def classify_logs(
     for check in checks:
         # A failed check's message is evidence too (a stage may have caught the error).
         classifier.scan_text(check.message, f"{check.stage}.json#{check.name}")
+    env = environment_fingerprint(reports)
+    if found:  # the artifacts name the failure: the logs only refine it (no learned guess is needed)
+        return diagnose_artifacts(found, classifier.evidence, rules, environment=env, checks=checks)
     learned: LearnedModel | Callable[[], LearnedModel | None] | None
     if isinstance(model, str):
         if model != "builtin":
@@ -53,20 +78,34 @@ def classify_logs(
         learned = builtin_model  # loaded only if no signature fires
     else:
         learned = model
-    return diagnose(
-        classifier.evidence, rules, environment=environment_fingerprint(reports), checks=checks, model=learned
-    )
+    return diagnose(classifier.evidence, rules, environment=env, checks=checks, model=learned)
+
+
+def _verdict(artifacts: Path) -> Verdict | None:
+    """verdict.json in the artifacts, when the gate job wrote one."""
+    path = artifacts / "verdict.json"
+    return read_verdict(path) if path.is_file() else None
 
 
 def blocking_gates(artifacts: Path) -> list[FailedCheck]:
     """The gates that blocked this run (from verdict.json, when the gate job wrote one), as evidence."""
-    path = artifacts / "verdict.json"
-    if not path.is_file():
-        return []
-    from gatekeeper.contract.verdict import read_verdict
+    verdict = _verdict(artifacts)
+    return [FailedCheck("gate", g.name, "failed", g.reason, {}) for g in verdict.blocking_gates] if verdict else []
 
-    verdict = read_verdict(path)
-    return [FailedCheck("gate", g.name, "failed", g.reason, {}) for g in verdict.blocking_gates]
+
+def nothing_failed(artifacts: str | Path) -> str | None:
+    """Why there is nothing to diagnose in ``artifacts`` (a passing verdict and no failed stage), else None.
+
+    Without a verdict something failed before the gate could judge: that is diagnosed.
+    """
+    verdict = _verdict(Path(artifacts))
+    if verdict is None or verdict.result == "blocked":
+        return None
+    reports = read_artifacts(artifacts)
+    failed = [r.stage for r in reports.values() if r.status in ("failed", "error")]
+    if failed or structured.stopped_stages(Path(artifacts), reports):
+        return None
+    return f"the verdict is {verdict.result} and no stage failed"
 
 
 def waiver_status(rules: RuleSet, gates_path: str | Path, today: dt.date | None = None) -> dict[str, dict]:

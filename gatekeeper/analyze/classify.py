@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import os
 import re
+import stat
 import sys
 import zlib
 from collections import deque
@@ -119,6 +121,9 @@ def open_log(path: str | Path) -> Iterator[BinaryIO]:
         ) from None
     except OSError as err:
         raise InputError(path, "", f"cannot read log: {err.strerror}") from None
+    if stat.S_ISCHR(os.fstat(fh.fileno()).st_mode) or stat.S_ISBLK(os.fstat(fh.fileno()).st_mode):
+        fh.close()  # /dev/zero never ends: a log is a file or a pipe (tests/security/test_matrix.py)
+        raise InputError(path, "", "expected a log file, found a device", "pass a file, a pipe or - for stdin")
     with fh:
         yield _maybe_gzip(fh)
 

@@ -6,12 +6,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gatekeeper.analyze import structured
 from gatekeeper.analyze.classify import MAX_KEPT_BYTES, Evidence, RuleMatch
 from gatekeeper.analyze.learned import LearnedModel, evidence_text
 from gatekeeper.analyze.rules import Rule, RuleSet
 from gatekeeper.contract.stage_report import StageReport
 
-__all__ = ["DIAGNOSIS_SCHEMA", "FailedCheck", "FailureDiagnosis", "diagnose", "environment_fingerprint"]
+__all__ = [
+    "DIAGNOSIS_SCHEMA",
+    "FailedCheck",
+    "FailureDiagnosis",
+    "diagnose",
+    "diagnose_artifacts",
+    "environment_fingerprint",
+]
 
 DIAGNOSIS_SCHEMA = "gatekeeper.analysis/v1"
 MAX_MATCHES = 20
@@ -75,6 +83,9 @@ class FailureDiagnosis:
     decided_by: str = "none"  # "rule" (a signature), "model" (the learned second opinion) or "none"
     model: Mapping[str, Any] | None = None  # the second opinion when it was asked (no signature fired)
     truncated: Mapping[str, int] = field(default_factory=dict)  # source -> bytes read before the input budget ran out
+    failing_check: Mapping[str, Any] | None = None  # the root finding of the artifacts (a check, else a gate)
+    blocking_gate: Mapping[str, Any] | None = None  # the gate it blocked (or the root finding itself)
+    findings: tuple[Mapping[str, Any], ...] = ()  # every failure the artifacts report, root cause first
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +111,9 @@ class FailureDiagnosis:
                 for s, n in self.sources.items()
             ],
             "bundle": self.bundle,
+            "failing_check": dict(self.failing_check) if self.failing_check is not None else None,
+            "blocking_gate": dict(self.blocking_gate) if self.blocking_gate is not None else None,
+            "findings": [dict(f) for f in self.findings],
         }
 
 
@@ -214,6 +228,95 @@ def diagnose(
         decided_by=decided_by,
         model=opinion,
     )
+
+
+ARTIFACT_CONFIDENCE = 0.95  # the check measured it: only a wrong category declaration could make it wrong
+_MAX_FINDINGS = 20
+
+
+def diagnose_artifacts(
+    found: Sequence[structured.Finding],
+    evidence: Evidence,
+    rules: RuleSet,
+    *,
+    environment: Mapping[str, Any] | None = None,
+    checks: Sequence[FailedCheck] = (),
+) -> FailureDiagnosis:
+    """The diagnosis from the artifacts' findings (root cause first), refined by a more specific log signature."""
+    env = dict(environment or {})
+    first, gate = structured.root(found)
+    matched = [rules.by_id(rid) for rid, ms in evidence.matches.items() if ms and not rules.by_id(rid).warning]
+    first_seen = {rid: ms[0].order for rid, ms in evidence.matches.items() if ms}
+    matched.sort(key=lambda r: (-r.priority, first_seen[r.id]))
+    refiner = next((r for r in matched if structured.may_refine(first, r.category, r.priority)), None)
+    confirming = next((r for r in matched if r.category == first.category), None)
+
+    where = (
+        f"{first.stage} check {first.name} {first.status}" if first.source == "check" else f"gate {first.name} blocked"
+    )
+    facts = f"{where}: {first.numbers()}"
+    if gate is not None and gate is not first:
+        facts += f"; it blocks gate {gate.name} ({gate.numbers()})"
+    others = [f for f in found if f is not first and f is not gate]
+    if others:
+        more = ", ".join(f"{f.label} ({f.category})" for f in others[:5])
+        facts += f". Also failed: {more}" + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    own_fix = [step for step in (_message_fix(first.message), first.fix) if step]
+    deciding: Rule | None
+    if refiner is not None:
+        category, decided_by, deciding = refiner.category, "rule", refiner
+        confidence = refiner.confidence
+        explanation = f"{refiner.explanation} The artifacts: {facts}."
+        remediation = tuple(refiner.remediation) + tuple(own_fix)
+        links = refiner.links
+    else:
+        category, decided_by, deciding = first.category, "artifacts", confirming
+        confidence = ARTIFACT_CONFIDENCE
+        explanation = f"{structured.meaning(category)[:1].upper()}{structured.meaning(category)[1:]}: {facts}."
+        remediation = tuple(own_fix) + structured.CATEGORY_STEPS.get(category, ())
+        links = confirming.links if confirming is not None else ()
+    blocked = gate if gate is not None else (first if first.source == "gate" else None)
+    lead = deciding.id if deciding is not None else ""
+    ranked = [r.id for r in matched]
+    all_matches = sorted(
+        (m for ms in evidence.matches.values() for m in ms),
+        key=lambda m: (m.rule != lead, ranked.index(m.rule) if m.rule in ranked else len(ranked), m.order),
+    )
+    fill = _Filler(env)
+    return FailureDiagnosis(
+        category=category,
+        known_issue=deciding.id if deciding is not None else None,
+        confidence=round(confidence, 2),
+        explanation=explanation.format_map(fill),
+        remediation=tuple(dict.fromkeys(step.format_map(fill) for step in remediation)),
+        links=tuple(links),
+        matches=tuple(all_matches[:MAX_MATCHES]),
+        also_seen=tuple(
+            {"category": r.category, "rule": r.id, "lines": evidence.counts.get(r.id, 0)}
+            for r in (rules.by_id(rid) for rid, ms in evidence.matches.items() if ms)
+            if deciding is None or r.id != deciding.id
+        ),
+        environment=env,
+        failed_checks=tuple(checks),
+        sources=dict(evidence.sources),
+        truncated=dict(evidence.truncated),
+        waiver=deciding.waiver if deciding is not None else None,
+        rule_source="artifacts" if decided_by == "artifacts" else (deciding.source if deciding is not None else None),
+        excerpt=_excerpt(all_matches, evidence),
+        decided_by=decided_by,
+        failing_check=first.to_dict(),
+        blocking_gate=blocked.to_dict() if blocked is not None else None,
+        findings=tuple(f.to_dict() for f in found[:_MAX_FINDINGS]),
+    )
+
+
+def _message_fix(message: str) -> str:
+    """The fix a check wrote into its own message ("fix: ..." line, or an InputError's "; hint: ...")."""
+    for line in message.splitlines():
+        if line.strip().lower().startswith("fix:"):
+            return line.strip()[4:].strip()
+    _, sep, hint = message.partition("; hint: ")
+    return hint.strip().splitlines()[0] if sep and hint.strip() else ""
 
 
 def _superseded(rule: Rule, matched: Sequence[Rule], evidence: Evidence) -> bool:

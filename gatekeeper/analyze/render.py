@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gatekeeper.analyze.diagnosis import FailureDiagnosis
 from gatekeeper.core.escape import md_code_block, md_code_span, md_link, md_text, terminal
 
-__all__ = ["FORMATS", "render"]
+__all__ = ["FORMATS", "failing_label", "render"]
 
 FORMATS = ("json", "md", "text")
 _SHOWN = 8  # matches shown in md/text; JSON has them all (capped at MAX_MATCHES)
@@ -24,20 +26,55 @@ def render(diagnosis: FailureDiagnosis, fmt: str) -> str:
 
 
 def _title(d: FailureDiagnosis) -> str:
+    if d.failing_check is not None:
+        return f"{d.category} ({_source(d)}, confidence {d.confidence:.2f})"
     known = f"known issue `{d.known_issue}`" if d.known_issue else "no known issue matched"
     if d.decided_by == "model":
         known += ", learned second opinion"
     return f"{d.category} ({known}, confidence {d.confidence:.2f})"
 
 
+def _source(d: FailureDiagnosis, code: Callable[[str], str] = lambda x: f"`{x}`") -> str:
+    """How an artifacts-based diagnosis was reached: the failing check, and the log signature that refined it."""
+    where = "from the artifacts: " + code(failing_label(d.failing_check or {}))
+    if d.decided_by == "rule" and d.known_issue:
+        return f"{where}, refined by the log signature {code(d.known_issue)}"
+    if d.known_issue:
+        return f"{where}; the log signature {code(d.known_issue)} agrees"
+    return where
+
+
+def failing_label(f: Mapping[str, Any]) -> str:
+    """``stage/check`` for a failed check, ``gate NAME`` for a blocking gate."""
+    return f"{f.get('stage')}/{f.get('name')}" if f.get("source") == "check" else f"gate {f.get('name')}"
+
+
+def _structured_lines(d: FailureDiagnosis) -> list[str]:
+    """The failing check and the gate it blocked, one line each (plain text, unescaped)."""
+    out = []
+    f = d.failing_check
+    if f is not None:
+        what = "failing check" if f.get("source") == "check" else "blocking gate"
+        out.append(f"{what}: {failing_label(f)} ({f.get('category')}): {_one_line(str(f.get('message', '')))}")
+    g = d.blocking_gate
+    if g is not None and (f is None or g.get("source") != f.get("source") or g.get("name") != f.get("name")):
+        out.append(f"blocking gate: {g.get('name')}: {_one_line(str(g.get('message', '')))}")
+    return out
+
+
 def _md_title(d: FailureDiagnosis) -> str:
+    if d.failing_check is not None:
+        return f"{md_text(d.category)} ({_source(d, md_code_span)}, confidence {d.confidence:.2f})"
     known = f"known issue {md_code_span(d.known_issue)}" if d.known_issue else "no known issue matched"
     return f"{md_text(d.category)} ({known}, confidence {d.confidence:.2f})"
 
 
 def _markdown(d: FailureDiagnosis) -> str:
     # Logs, check names and messages come from the code under test: every piece is escaped for GitLab markdown.
-    out = [f"### Failure analysis: {_md_title(d)}", "", md_text(d.explanation), ""]
+    out = [f"### Failure analysis: {_md_title(d)}", ""]
+    if d.failing_check is not None:
+        out += [f"- {md_text(line)}" for line in _structured_lines(d)] + [""]
+    out += [md_text(d.explanation), ""]
     if d.waiver:
         out += [f"Waiver: {md_text(_waiver_text(d))}", ""]
     if d.remediation:
@@ -67,14 +104,18 @@ def _markdown(d: FailureDiagnosis) -> str:
 
 
 def _text(d: FailureDiagnosis) -> str:
-    out = [f"failure analysis: {_title(d)}", f"  {d.explanation}"]
+    out = [f"failure analysis: {_title(d)}"]
+    out += [f"  {line}" for line in _structured_lines(d)]
+    out.append(f"  {d.explanation}")
     if d.waiver:
         out.append(f"  waiver: {_waiver_text(d)}")
-    for m in d.matches[:_SHOWN]:
-        out.append(f"  {m.source}:{m.line} [{m.rule}] {m.text}")
     if d.remediation:
         out.append("what to try:")
         out += [f"  {i}. {step}" for i, step in enumerate(d.remediation, 1)]
+    if d.matches:
+        out.append("log evidence:")
+    for m in d.matches[:_SHOWN]:
+        out.append(f"  {m.source}:{m.line} [{m.rule}] {m.text}")
     for c in d.failed_checks[:10]:
         out.append(f"failed check {c.stage}/{c.name} ({c.status}): {_one_line(c.message)}")
     if d.environment:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.contract import schemas
+from gatekeeper.contract.failures import CATEGORIES
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 
@@ -30,22 +31,6 @@ __all__ = [
 ]
 
 KNOWN_ISSUES_SCHEMA = "gatekeeper.known_issues/v1"
-
-CATEGORIES = (
-    "no_binary_for_gpu",
-    "device_oom",
-    "gpu_hang_or_timeout",
-    "illegal_memory_access",
-    "device_not_available",
-    "miopen_error",
-    "collective_comm_error",
-    "library_mismatch",
-    "compile_error",
-    "numerical_mismatch",
-    "segfault",
-    "infra_error",
-    "unknown",
-)
 
 DEFAULT_CONFIDENCE = 0.8
 _MIN_LITERAL = 3  # shorter literals ("nan" is the floor) would hit on most lines of a log

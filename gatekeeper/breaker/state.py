@@ -133,7 +133,7 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _load(path: Path, channel: str, job: str) -> BreakerState:
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():  # a symlink loop is no state: read_json refuses it (exit 2)
         return BreakerState(channel, job)
     doc = files.read_json(path, what="breaker state")
     if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA:

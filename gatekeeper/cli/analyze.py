@@ -11,7 +11,19 @@ __all__ = ["add_parser"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gatekeeper.analyze import analyze, report_text
+    import sys
+
+    from gatekeeper.analyze import analyze, nothing_failed, report_text
+
+    if args.only_failed:
+        if args.artifacts is None:
+            from gatekeeper.core.errors import InputError
+
+            raise InputError(None, "--only-failed", "needs --artifacts (the verdict and the stages say what failed)")
+        why = nothing_failed(args.artifacts)
+        if why is not None:
+            print(f"gatekeeper: nothing to diagnose in {args.artifacts}: {why}", file=sys.stderr)
+            return ExitCode.PASS
 
     diagnosis = analyze(
         logs=args.logs,
@@ -41,6 +53,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write the diagnosis here (atomically) instead of stdout")
     p.add_argument("--bundle", help="for an unknown failure, write a reproduction bundle into this directory")
     p.add_argument("--gates", help="gates.yaml: check the waivers known issues name, report the matching waiver")
+    p.add_argument(
+        "--only-failed",
+        action="store_true",
+        help="with --artifacts: write nothing when the verdict passed and no stage failed (the CI job runs always)",
+    )
     p.add_argument(
         "--no-model", action="store_true", help="signatures only: no learned second opinion when none matches"
     )

@@ -25,10 +25,26 @@ def _run(args: argparse.Namespace) -> int:
         record_blocked=args.record_blocked,
         gates_ref=args.gates_ref,
         log=terminal.err,
+        not_selected=_not_selected(args.stages),
     )
     where = args.out or args.artifacts
     terminal.out(f"gatekeeper: wrote {where}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
     return terminal.show_banner(verdict)
+
+
+def _not_selected(stages: str | None) -> frozenset[str]:
+    """The stages left out of a ``--stages a,b`` run (their gates are skipped, as ``pipeline --stages`` does)."""
+    if not stages:
+        return frozenset()
+    from gatekeeper.contract.stage_names import STAGE_NAMES
+    from gatekeeper.core.errors import InputError
+
+    chosen = [s.strip() for s in stages.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in STAGE_NAMES]
+    if unknown or not chosen:
+        raise InputError(None, "--stages", f"unknown stage(s): {', '.join(unknown) or stages!r}",
+                         f"available: {', '.join(STAGE_NAMES)}")  # fmt: skip
+    return frozenset(STAGE_NAMES) - set(chosen)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +70,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--record",
         metavar="STORE",
         help="also keep this run's results and verdict in a history store (only a pass or warn verdict)",
+    )
+    p.add_argument(
+        "--stages",
+        metavar="A,B",
+        help="only these stages ran (as pipeline --stages): the gates of the others are skipped, not failed",
     )
     p.add_argument(
         "--record-blocked", action="store_true", help="with --record: keep a blocked run too (never a baseline)"

@@ -42,6 +42,20 @@ class Analysis:
     matches: tuple[AnalysisMatch, ...] = ()
     bundle: str | None = None
     source: str = ""  # the log it came from, when the analyzer said
+    decided_by: str = ""  # artifacts | rule | model | none
+    failing_check: Mapping[str, Any] | None = None  # the root failure the artifacts report (a check or a gate)
+    blocking_gate: Mapping[str, Any] | None = None  # the gate it blocked
+
+    @property
+    def failing(self) -> str:
+        """``stage/check: message`` (or ``gate NAME: reason``) of the root failure; empty when there is none."""
+        f = self.failing_check
+        if not f:
+            return ""
+        label = f"{f.get('stage')}/{f.get('name')}" if f.get("source") == "check" else f"gate {f.get('name')}"
+        message = str(f.get("message") or "").strip()
+        first = message.splitlines()[0][:300] if message else ""
+        return f"{label}: {first}" if first else label
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> Analysis:
@@ -58,6 +72,9 @@ class Analysis:
             ),
             bundle=doc.get("bundle") or None,
             source=doc.get("source") or "",
+            decided_by=doc.get("decided_by") or "",
+            failing_check=doc.get("failing_check") or None,
+            blocking_gate=doc.get("blocking_gate") or None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,6 +89,10 @@ class Analysis:
             "links": list(self.links),
             "matches": [{"line": m.line, "text": m.text, "rule": m.rule} for m in self.matches],
             "bundle": self.bundle,
+            "decided_by": self.decided_by,
+            "failing_check": dict(self.failing_check) if self.failing_check else None,
+            "blocking_gate": dict(self.blocking_gate) if self.blocking_gate else None,
+            "failing": self.failing,
         }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,6 +49,8 @@ class Check:
     duration_s: float = 0.0
     group: str = ""
     details: Mapping[str, Any] = field(default_factory=dict)
+    category: str | None = None  # of a failed or errored check: its kind's (contract/failures.py)
+    fix: str = ""  # of a failed or errored check: what to try first, from its kind
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -60,11 +63,24 @@ class Check:
             out["group"] = self.group
         if self.details:
             out["details"] = dict(self.details)
+        if self.category:
+            out["category"] = self.category
+        if self.fix:
+            out["fix"] = self.fix
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Check:
-        return cls(d["name"], d["status"], d["message"], d["duration_s"], d.get("group", ""), d.get("details", {}))
+        return cls(
+            d["name"],
+            d["status"],
+            d["message"],
+            d["duration_s"],
+            d.get("group", ""),
+            d.get("details", {}),
+            d.get("category"),
+            d.get("fix", ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,7 @@ class Metric:
     better: Better = "none"
     samples: tuple[tuple[float, ...], ...] | None = None  # one tuple per process
     description: str = ""
+    category: str | None = None  # of a gate failing on it: its kind's (contract/failures.py)
 
     @classmethod
     def of(
@@ -83,6 +100,8 @@ class Metric:
         better: Better = "none",
         samples: list[float] | list[list[float]] | None = None,
         description: str = "",
+        *,
+        category: str | None = None,
     ) -> Metric:
         grouped = None
         if samples is not None:
@@ -91,7 +110,7 @@ class Metric:
             grouped = tuple(tuple(float(x) for x in g) for g in cast("list[list[float]]", groups))
         if value is not None and not math.isfinite(value):
             value = None
-        return cls(None if value is None else float(value), unit, better, grouped, description)
+        return cls(None if value is None else float(value), unit, better, grouped, description, category)
 
     @property
     def flat_samples(self) -> list[float]:
@@ -103,11 +122,15 @@ class Metric:
             out["samples"] = [list(g) for g in self.samples] if len(self.samples) != 1 else list(self.samples[0])
         if self.description:
             out["description"] = self.description
+        if self.category:
+            out["category"] = self.category
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Metric:
-        return cls.of(d["value"], d["unit"], d["better"], d.get("samples"), d.get("description", ""))
+        return cls.of(
+            d["value"], d["unit"], d["better"], d.get("samples"), d.get("description", ""), category=d.get("category")
+        )
 
 
 @dataclass(frozen=True)
@@ -341,4 +364,7 @@ def _claims_stage_schema(path: Path) -> bool:
 
     with open_regular(path, what="artifact") as fh:
         head = fh.read(4096)
+    declared = re.search(rb'"schema"\s*:\s*"gatekeeper\.([a-z_]+)/', head)
+    if declared is not None:  # analysis.json names stages and checks too, and says what it is
+        return declared.group(1) == b"stage"
     return b'"gatekeeper.stage/' in head or (path.stem.isidentifier() and b'"stage"' in head and b'"checks"' in head)

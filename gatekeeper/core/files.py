@@ -99,7 +99,13 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int | None = N
     try:
         return budgets.read_capped(path, max_bytes=cap, what=what).decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(path, f"byte {err.start}", "not UTF-8 text") from None
+        raise InputError(
+            path,
+            f"byte {err.start}",
+            f"not UTF-8 text: a binary file (or another encoding) where a {what} belongs",
+            "pass the file gatekeeper wrote, or rerun the step that wrote it (a binary upload, a gzip or an image "
+            "under this name is not one)",
+        ) from None
     except OSError as err:
         raise InputError(path, "", f"cannot read {what}: {err.strerror}") from None
 
@@ -151,10 +157,13 @@ def _parse_json(text: str, path: str | Path | None, what: str) -> Any:
     try:
         return loads_strict(text)
     except DuplicateKeyError as err:
-        lines = _key_lines(text, err.key)
-        where = " and ".join(f"line {n}" for n in lines[:2]) or "one object"
+        places = _key_places(text, err.key)
+        first = f" (first at {places[0]})" if len(places) > 1 else ""
         raise InputError(
-            path, "", f"duplicate key {err.key!r} ({where}): a reader would silently keep only one", "remove one"
+            path,
+            places[1] if len(places) > 1 else "",
+            f"duplicate key {err.key!r}{first}: a reader would silently keep only one",
+            "remove one of the two",
         ) from None
     except RecursionError:
         raise InputError(path, "", "JSON nested too deeply", "this is not a file gatekeeper wrote") from None
@@ -169,10 +178,14 @@ def _parse_json(text: str, path: str | Path | None, what: str) -> Any:
         raise InputError(path, "", f"invalid JSON: {err}", "this is not a file gatekeeper wrote") from None
 
 
-def _key_lines(text: str, key: str) -> list[int]:
-    """1-based lines where ``"key":`` appears (to name both places of a duplicate)."""
+def _key_places(text: str, key: str) -> list[str]:
+    """1-based ``line:column`` of each ``"key":`` in ``text`` (to name both places of a duplicate)."""
     pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:")
-    return [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)]
+    places = []
+    for m in pattern.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        places.append(f"{line}:{m.start() - (text.rfind(chr(10), 0, m.start()) + 1) + 1}")
+    return places
 
 
 @dataclass(frozen=True)

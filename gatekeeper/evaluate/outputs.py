@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from gatekeeper.contract.stage_report import junit_bytes
@@ -61,7 +62,28 @@ def no_gpu_line(v: Verdict) -> str:
     return f"Not a GPU verdict: the stages ran on {kind}, so nothing here was checked on a GPU."
 
 
-def to_markdown(v: Verdict) -> str:
+def reproduce_command(
+    *,
+    artifacts: str | Path,
+    gates: str | Path,
+    channel: str,
+    baseline: str | None = None,
+    stages: Sequence[str] = (),
+    gates_ref: str | None = None,
+) -> str:
+    """The ``gatekeeper evaluate`` line that gives this verdict again from the same artifacts and store."""
+    argv = ["gatekeeper", "evaluate", "--artifacts", str(artifacts), "--gates", str(gates), "--channel", channel]
+    if baseline:
+        argv += ["--baseline", baseline]
+    if stages:
+        argv += ["--stages", ",".join(stages)]  # the other stages were left out on purpose: their gates skip
+    if gates_ref:
+        argv += ["--gates-ref", gates_ref]
+    return shlex.join([*argv, "--out", str(artifacts)])
+
+
+def to_markdown(v: Verdict, reproduce: str | None = None) -> str:
+    """verdict.md; ``reproduce``: the command that made it (default: from the verdict's gates file and channel)."""
     ctx = v.context
     env = v.environment
     where = ctx.get("tag") or (
@@ -110,8 +132,8 @@ def to_markdown(v: Verdict) -> str:
         "",
         md_code_block(
             [
-                f"gatekeeper evaluate --artifacts artifacts --gates {shlex.quote(v.gates_file or 'gates.yaml')} "
-                f"--channel {shlex.quote(v.channel)} --out artifacts"
+                reproduce
+                or reproduce_command(artifacts="artifacts", gates=v.gates_file or "gates.yaml", channel=v.channel)
             ],
             "sh",
         ),

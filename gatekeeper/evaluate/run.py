@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gatekeeper.contract.junit import JUnitSummary, expand, summarize
+from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import StageReport, read_artifacts
 from gatekeeper.contract.verdict import Verdict, write_verdict
 from gatekeeper.core import budgets, files
@@ -20,7 +21,7 @@ from gatekeeper.evaluate.anchors import load_references
 from gatekeeper.evaluate.decide import Inputs, evaluate
 from gatekeeper.evaluate.gates import Gates, default_gates_path, load_gates_text
 from gatekeeper.evaluate.gates_diff import differences, gates_at_ref
-from gatekeeper.evaluate.outputs import OUTPUTS, to_junit, to_markdown, to_metrics_txt
+from gatekeeper.evaluate.outputs import OUTPUTS, reproduce_command, to_junit, to_markdown, to_metrics_txt
 from gatekeeper.history import BASELINE_VERDICTS, RunInfo, baseline_branch, comparability, open_store
 
 __all__ = [
@@ -98,7 +99,12 @@ def run_evaluate(
             history_notes=refs.history_notes,
         )
     )
-    write_outputs(verdict, out)
+    stages = [s for s in STAGE_NAMES if s not in not_selected] if not_selected else []
+    reproduce = reproduce_command(
+        artifacts=artifacts, gates=gates_path, channel=verdict.channel, baseline=baseline, stages=stages,
+        gates_ref=gates_ref,
+    )  # fmt: skip
+    write_outputs(verdict, out, reproduce=reproduce)
     if record:
         if verdict.result in BASELINE_VERDICTS or record_blocked:
             record_run(record, reports, verdict, env, spool=out / SPOOL_FILE)
@@ -310,11 +316,11 @@ def load_baselines(
     return out
 
 
-def write_outputs(verdict: Verdict, out: Path) -> None:
+def write_outputs(verdict: Verdict, out: Path, *, reproduce: str | None = None) -> None:
     """verdict.json, verdict.md, gates.junit.xml, metrics.txt; each written atomically."""
     verdict.to_dict()  # fails before anything is written if the verdict cannot be serialised
     rendered: dict[str, str | bytes] = {
-        "verdict.md": to_markdown(verdict),
+        "verdict.md": to_markdown(verdict, reproduce),
         "gates.junit.xml": to_junit(verdict),
         "metrics.txt": to_metrics_txt(verdict),
     }

@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.history.points import MetricColumn, metric_columns
 from gatekeeper.history.sql import AnchorMark, SeriesRow
-from gatekeeper.stats.changepoint import ChangePoint, level_changes, median_levels
+from gatekeeper.stats.changepoint import ALPHA, ChangePoint, level_changes
 
 __all__ = ["STACK", "Change", "find_changes", "group_key", "series_changes", "stack_diff", "stack_of"]
 
@@ -55,6 +56,9 @@ class Change:
     runs: int  # runs in the series
     stack: tuple[tuple[str, str | None, str | None], ...]  # (component, before, after), only those that differ
     confirmed: bool = False
+    # where the change may also lie (its span, when wider than one run): the stack changes at those runs,
+    # as (index of the first run after, component, before, after)
+    nearby: tuple[tuple[int, str, str | None, str | None], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +76,10 @@ class Change:
             "last_run_before": _run(self.before),
             "stack_changes": [{"component": c, "before": a, "after": b} for c, a, b in self.stack],
             "confirmed": self.confirmed,
+            "span": list(self.point.span or (self.point.index, self.point.index)),
+            "stack_changes_in_span": [
+                {"index": i, "component": c, "before": a, "after": b} for i, c, a, b in self.nearby
+            ],
         }
 
 
@@ -128,15 +136,21 @@ def _text(value: Any) -> str | None:
 
 
 def series_changes(
-    rows: Sequence[SeriesRow], metric: str, *, marks: Sequence[AnchorMark] = (), alpha: float = 0.01
+    rows: Sequence[SeriesRow], metric: str, *, marks: Sequence[AnchorMark] = (), alpha: float = ALPHA
 ) -> list[Change]:
     """The changes of ``metric`` in ``rows`` (one series, oldest first; rows without the metric are left out)."""
-    have = [r for r in rows if r.points.get(metric)]
-    if len(have) < 6:
+    column = metric_columns([(r.points, r.levels) for r in rows], only=metric).get(metric)
+    return _column_changes(rows, metric, column, marks=marks, alpha=alpha) if column is not None else []
+
+
+def _column_changes(
+    rows: Sequence[SeriesRow], metric: str, column: MetricColumn, *, marks: Sequence[AnchorMark], alpha: float
+) -> list[Change]:
+    if len(column.rows) < 6:
         return []
-    x, within = median_levels([r.points[metric] for r in have])
+    have = [rows[i] for i in column.rows]
     out = []
-    for cp in level_changes(x, within, alpha=alpha):
+    for cp in level_changes(column.levels, column.within, counts=column.counts, alpha=alpha):
         before, first = have[cp.index - 1], have[cp.index]
         key = {
             "channel": first.channel,
@@ -146,7 +160,13 @@ def series_changes(
             "model": first.model,
         }
         confirmed = _confirmed(first, have, marks)
-        out.append(Change(first.stage, metric, key, cp, before, first, len(have), stack_diff(before, first), confirmed))
+        lo, hi = cp.span or (cp.index, cp.index)
+        nearby = tuple(
+            (i, *diff) for i in range(max(lo, 1), hi + 1) if i != cp.index for diff in stack_diff(have[i - 1], have[i])
+        )
+        out.append(
+            Change(first.stage, metric, key, cp, before, first, len(have), stack_diff(before, first), confirmed, nearby)
+        )
     return out
 
 
@@ -171,11 +191,11 @@ def find_changes(
         groups.setdefault(group_key(row), []).append(row)
     out: list[Change] = []
     for series in groups.values():
-        names = sorted({name for r in series for name in r.points})
-        for name in names:
+        columns = metric_columns([(r.points, r.levels) for r in series])
+        for name in sorted(columns):
             if metric and not _matches(metric, series[0].stage, name):
                 continue
-            out += series_changes(series, name, marks=marks)
+            out += _column_changes(series, name, columns[name], marks=marks, alpha=ALPHA)
     return sorted(out, key=lambda c: (c.first.recorded_at, c.stage, c.metric))
 
 

@@ -9,6 +9,8 @@ Many runners write at once: a save is one short transaction of INSERTs (PostgreS
 else), and the schema is created or migrated under a transaction-scoped advisory lock, so two jobs that
 meet an empty database at the same moment do not both build it. ``gatekeeper_schema`` holds the version;
 a database migrated by a newer gatekeeper is refused with an upgrade hint, never written.
+The first save also makes ``results_series`` (each record's metric summaries for ``history changes``;
+not a schema version, and skipped when the account may not create tables: ``gatekeeper.history.sql``).
 
 psycopg 3 is the ``postgres`` extra (``pip install 'gatekeeper-rocm[postgres]'``; its binary wheel
 carries libpq, so a ROCm or CUDA image needs no system package for it).
@@ -22,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.sql import SCHEMA_VERSION, SqlStore
+from gatekeeper.history.sql import SCHEMA_VERSION, SERIES_TABLE, SqlStore
 
 __all__ = ["PostgresStore", "redact_url"]
 
@@ -70,6 +72,16 @@ CREATE TABLE IF NOT EXISTS anchors (
 )
 """
 MIGRATIONS = {1: _V1, 2: _V2}
+# not a schema version: derived data an older gatekeeper ignores (gatekeeper.history.sql)
+_SERIES_TABLE = f"""
+CREATE TABLE IF NOT EXISTS {SERIES_TABLE} (
+    result_id BIGINT PRIMARY KEY,
+    stack TEXT,
+    config TEXT,
+    names TEXT NOT NULL,
+    data BYTEA NOT NULL
+)
+"""
 
 
 def redact_url(url: str) -> str:
@@ -101,6 +113,24 @@ class PostgresStore(SqlStore):
 
     def where(self) -> str:
         return redact_url(self.url)
+
+    def _insert_id(self, conn: Any, insert: str, row: Any) -> int:
+        return int(conn.execute(insert + " RETURNING id", row).fetchone()[0])
+
+    def _series_table(self, conn: Any, *, create: bool) -> bool:
+        import psycopg
+
+        if conn.execute("SELECT to_regclass(%s)", [SERIES_TABLE]).fetchone()[0] is not None:
+            return True
+        if not create:
+            return False
+        try:
+            with conn.transaction():  # a savepoint: an account that may not create tables still saves records
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_ID])
+                conn.execute(_SERIES_TABLE)
+        except psycopg.Error:
+            return False
+        return True
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[Any]:

@@ -9,6 +9,13 @@ as JSON, ``points`` (each metric's per-process medians, what change detection re
 reports), ``config`` (the run's configuration), ``stack`` (what the report does not say: gatekeeper's
 version, the job's image) and ``tag`` (set for a release pipeline). ``anchors`` holds every anchor a
 release manager set, with who and why; nothing else writes it.
+
+``results_series`` (not versioned: an index of derived data that an older gatekeeper neither needs nor
+sees, so a shared store can be written by old and new runners alike) holds, per record written by this
+gatekeeper, what ``history changes`` reads: the stack, the configuration and each metric's summary
+(``gatekeeper.history.points``). The first writer that knows it creates it; a store whose account may not
+create tables simply goes without (the record is saved all the same), and a record without a row there
+is read from ``results`` as before.
 """
 
 from __future__ import annotations
@@ -18,11 +25,14 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatekeeper.contract.stage_report import Environment, StageReport, utc_now
 from gatekeeper.core.errors import InputError
 from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, read_record
+
+if TYPE_CHECKING:
+    from gatekeeper.history.points import Levels
 
 __all__ = ["SCHEMA_VERSION", "AnchorMark", "SeriesRow", "SqlStore", "metric_points"]
 
@@ -37,8 +47,16 @@ COLUMNS = (
 _RECORD = "id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack, channel"
 _SERIES = (
     "id, stage, channel, device_kind, arch, rocm_version, model, ref, tag, commit_sha, pipeline_id, verdict, "
-    "recorded_at, fingerprint, stack, points, config, CASE WHEN points IS NULL THEN report ELSE NULL END"
+    "recorded_at, fingerprint, stack, points, config, CASE WHEN points IS NULL THEN report ELSE NULL END, "
+    "NULL, NULL"
 )  # a report is read only for a row written before schema 2 had points
+SERIES_TABLE = "results_series"
+_SERIES_SUMMARY = (
+    "id, stage, channel, device_kind, arch, rocm_version, model, ref, tag, commit_sha, pipeline_id, verdict, "
+    "recorded_at, fingerprint, COALESCE(s.stack, results.stack), CASE WHEN s.data IS NULL THEN points END, "
+    "COALESCE(s.config, results.config), CASE WHEN points IS NULL THEN report ELSE NULL END, s.names, s.data"
+)  # sqlite reaches a column stored after the report only by walking the report's pages: read none of them
+# for a record that has its summary (COALESCE and CASE stop at the first value they need)
 
 
 @dataclass(frozen=True)
@@ -79,6 +97,7 @@ class SeriesRow:
     stack: Mapping[str, Any] = field(default_factory=dict)
     points: Mapping[str, Sequence[float]] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
+    levels: Levels | None = None  # the points summarised (series(summaries=True)); then points may be empty
 
     def info(self, store: str) -> RunInfo:
         return RunInfo(
@@ -126,6 +145,15 @@ class SqlStore(BaselineStore):
         """The store as a user named it, for messages (never a password)."""
         raise NotImplementedError
 
+    def _insert_id(self, conn: Any, insert: str, row: Sequence[Any]) -> int:
+        """Insert one ``results`` row; its id."""
+        raise NotImplementedError
+
+    def _series_table(self, conn: Any, *, create: bool) -> bool:
+        """Whether ``results_series`` exists; with ``create`` (inside a write transaction) make it first if
+        this account may. Never fails a write."""
+        raise NotImplementedError
+
     # -- helpers -----------------------------------------------------------------------------------------
     def _sql(self, text: str) -> str:
         return text if self.placeholder == "?" else text.replace("?", self.placeholder)
@@ -152,14 +180,24 @@ class SqlStore(BaselineStore):
 
     def save_many(self, records: Iterable[tuple[StageReport, RunInfo]]) -> int:
         """Insert every record in one transaction; returns how many."""
+        from gatekeeper.history.points import encode_levels  # here: numpy only for a store that writes
+
         rows = [self._row(report, info) for report, info in records]
         if not rows:
             return 0
         marks = ", ".join("?" for _ in COLUMNS)
         insert = self._sql(f"INSERT INTO results ({', '.join(COLUMNS)}) VALUES ({marks})")  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        side = self._sql(f"INSERT INTO {SERIES_TABLE} (result_id, stack, config, names, data) VALUES (?, ?, ?, ?, ?)")  # noqa: S608 - constant names  # nosec B608
         with self._connect() as conn, self._transaction(conn):
+            summaries = self._series_table(conn, create=True)
             for row in rows:
-                conn.execute(insert, row)
+                if not summaries:
+                    conn.execute(insert, row)
+                    continue
+                rid = self._insert_id(conn, insert, row)
+                levels = encode_levels(json.loads(row[COLUMNS.index("points")]))
+                if levels is not None:
+                    conn.execute(side, [rid, row[COLUMNS.index("stack")], row[COLUMNS.index("config")], *levels])
         return len(rows)
 
     def _row(self, report: StageReport, info: RunInfo) -> tuple[Any, ...]:
@@ -251,10 +289,14 @@ class SqlStore(BaselineStore):
         since: str | None = None,
         device: tuple[str | None, str | None] | None = None,
         newest: int | None = None,
+        summaries: bool = False,
     ) -> list[SeriesRow]:
         """Every passed stage result, oldest first, as change detection reads it (no report is parsed
         unless the row predates the ``points`` column); ``device`` (kind, arch) narrows it, ``newest``
-        keeps only that many of the newest."""
+        keeps only that many of the newest. ``summaries``: a record with its summary in ``results_series``
+        comes with ``levels`` and without ``points`` (what ``history changes`` reads, fast)."""
+        from gatekeeper.history.points import decode_levels
+
         conds: list[str] = ["status = 'passed'"]
         args: list[object] = []
         for column, value in (("stage", stage), ("channel", channel)):
@@ -267,17 +309,28 @@ class SqlStore(BaselineStore):
             conds.append("recorded_at >= ?")
             args.append(since)
         self._scope(conds, args)
-        query = f"SELECT {_SERIES} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        with self._connect() as conn:
+            summaries = summaries and self._series_table(conn, create=False)
+        source = f"results LEFT JOIN {SERIES_TABLE} s ON s.result_id = results.id" if summaries else "results"
+        columns = _SERIES_SUMMARY if summaries else _SERIES
+        query = f"SELECT {columns} FROM {source} WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
         if newest is not None:
             query += " LIMIT ?"
             args.append(int(newest))
         out = []
-        for row in reversed(self._rows(query, args)):
+        texts: dict[str, dict[str, Any]] = {}  # a history repeats its environments: parse each text once
+        names: dict[str, tuple[str, ...] | None] = {}
+        rows = list(reversed(self._rows(query, args)))
+        summary = [decode_levels(r[18], r[19], names) if r[18] is not None else None for r in rows]
+        damaged = [r[0] for r, got in zip(rows, summary, strict=True) if r[18] is not None and got is None]
+        points_of = self._points_of(damaged) if damaged else {}  # a summary that does not read: its points
+        for row, levels in zip(rows, summary, strict=True):
             rid, st, ch, kind, arch, rocm, model, ref, tag, commit, pipeline, verdict, at, env, stack, pts, cfg, rep = (
-                row
+                row[:18]
             )
-            points, config = _json(pts), _json(cfg)
-            if not points:  # a row written before schema 2: read its report once
+            pts = points_of.get(rid, pts)
+            points, config = ({} if levels is not None else _json(pts)), _json_cached(cfg, texts)
+            if levels is None and not points:  # a row written before schema 2: read its report once
                 parsed = self._parse(rep, RunInfo(ref, commit, pipeline, verdict, at, f"{self.label}:{rid}"))
                 if parsed is None:
                     continue
@@ -297,12 +350,23 @@ class SqlStore(BaselineStore):
                     pipeline,
                     verdict,
                     at,
-                    _json(env),
-                    _json(stack),
+                    _json_cached(env, texts),
+                    _json_cached(stack, texts),
                     points,
                     config,
+                    levels,
                 )
             )
+        return out
+
+    def _points_of(self, ids: Sequence[int]) -> dict[int, Any]:
+        """The ``points`` column of these records."""
+        out: dict[int, Any] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ", ".join("?" for _ in chunk)
+            query = f"SELECT id, points FROM results WHERE id IN ({marks})"  # noqa: S608 - ? placeholders only  # nosec B608
+            out.update((row[0], row[1]) for row in self._rows(query, chunk))
         return out
 
     def records(self) -> Iterator[tuple[RunInfo, StageReport]]:
@@ -373,6 +437,16 @@ def _contradiction(doc: dict[str, Any], channel: str) -> str | None:
     if claimed != channel:
         return f"filed under channel {channel!r}, its stored report says {claimed!r}"
     return None
+
+
+def _json_cached(text: Any, seen: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``_json``, once per distinct text (the rows then share one dict, which nothing writes to)."""
+    if not isinstance(text, str):
+        return _json(text)
+    got = seen.get(text)
+    if got is None:
+        got = seen[text] = _json(text)
+    return got
 
 
 def _json(text: Any) -> dict[str, Any]:

@@ -7,6 +7,8 @@ are the SQL stores' own (``gatekeeper.history.sql``); this file adds the file, t
 pragmas and the migrations (``PRAGMA user_version``: 1 the first schema, 2 added
 points, config, stack, tag and the anchors table; a version-1 file is upgraded in
 place the first time a gatekeeper that knows 2 opens it, and keeps every record).
+The first save also makes ``results_series`` (each record's metric summaries for
+``history changes``; not a schema version: ``gatekeeper.history.sql``).
 
 Reading never creates a database: through ``open_store`` a path that does not exist
 is an input error naming it (``create=True`` only where a run is recorded), or an
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.sql import SCHEMA_VERSION, SqlStore
+from gatekeeper.history.sql import SCHEMA_VERSION, SERIES_TABLE, SqlStore
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -70,6 +72,16 @@ CREATE TABLE IF NOT EXISTS anchors (
 )
 """
 MIGRATIONS = {1: _V1, 2: _V2}  # version -> what takes the schema from version - 1 to it
+# not a schema version: derived data an older gatekeeper ignores (gatekeeper.history.sql)
+_SERIES_TABLE = f"""
+CREATE TABLE IF NOT EXISTS {SERIES_TABLE} (
+    result_id INTEGER PRIMARY KEY,
+    stack TEXT,
+    config TEXT,
+    names TEXT NOT NULL,
+    data BLOB NOT NULL
+)
+"""
 
 
 class SqliteStore(SqlStore):
@@ -86,7 +98,7 @@ class SqliteStore(SqlStore):
         self.path = Path(path)
         self.why_missing = ""
         self.skipped: list[str] = []
-        self.missing = not self.path.exists()
+        self.missing = _missing(self.path)
         if self.missing and not create and not missing_ok:
             raise InputError(
                 self.path, "", "no such history store",
@@ -100,6 +112,16 @@ class SqliteStore(SqlStore):
 
     def where(self) -> str:
         return str(self.path)
+
+    def _insert_id(self, conn: Any, insert: str, row: Any) -> int:
+        return int(conn.execute(insert, row).lastrowid)
+
+    def _series_table(self, conn: Any, *, create: bool) -> bool:
+        if create:  # inside BEGIN IMMEDIATE: one writer at a time
+            conn.execute(_SERIES_TABLE)
+            return True
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [SERIES_TABLE])
+        return found.fetchone() is not None
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -156,3 +178,19 @@ def _apply(conn: sqlite3.Connection, version: int) -> None:
             if statement.strip():
                 conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _missing(path: Path) -> bool:
+    """True when nothing is at ``path`` (a dangling link included: sqlite would create its target). Anything
+    there that cannot be looked at (a symlink loop, a path through a file) is an error, never an empty store:
+    ``Path.exists`` reads those as missing, and a baseline that is not there lets a gate fall back to its
+    missing-data policy."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        raise InputError(
+            path, "", f"cannot open the history store ({exc.strerror})", "point --baseline at a database file"
+        ) from None
+    return False

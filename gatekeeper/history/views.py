@@ -32,7 +32,7 @@ def changes_report(
     store = _sql_store(history)
     if since:
         _check_date(since)
-    rows = store.series(channel=channel, since=since)
+    rows = store.series(channel=channel, since=since, summaries=True)
     changes = find_changes(rows, metric=metric, marks=store.anchors())
     docs = [c.to_dict() for c in changes]
     if fmt == "json":
@@ -89,8 +89,21 @@ def _table(docs: Sequence[dict[str, Any]], runs: int) -> str:
             f"{d['stage']}.{d['metric']} {_size(d)} ({state}) at run {d['index'] + 1} of {d['runs']} [{_series(d)}]",
             f"  first run after: {_first(d)}",
             f"  stack changed: {_stack(d)}",
+            *_span(d),
         ]
     return terminal("\n".join(lines)) + "\n"
+
+
+def _span(d: dict[str, Any]) -> list[str]:
+    """The runs the change may lie at, when more than one, and what changed in the stack there."""
+    lo, hi = d.get("span") or (d["index"], d["index"])
+    if lo == hi:
+        return []
+    near = "; ".join(
+        f"{s['component']} {s['before']} -> {s['after']} at run {s['index'] + 1}" for s in d["stack_changes_in_span"]
+    )
+    where = f"  may lie at runs {lo + 1}-{hi + 1} (90% of the likelihood)"
+    return [f"{where}; stack changed there: {near or 'nothing else'}"]
 
 
 def _markdown(docs: Sequence[dict[str, Any]], runs: int) -> str:

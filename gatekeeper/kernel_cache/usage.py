@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.contract.stage_report import Metric, read_stage, write_stage
+from gatekeeper.contract import schemas
+from gatekeeper.contract.stage_report import STAGE_SCHEMA, Metric, read_stage
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.kernel_cache.integrity import QUARANTINE
@@ -242,5 +243,9 @@ def add_to_stage_report(stage_json: Path, stats: CacheStats) -> str:
     report = read_stage(stage_json)
     merged = {**report.metrics, **stage_metrics(stats)}
     summary = {**report.summary, "kernel_cache": stats.to_dict()}
-    write_stage(replace(report, metrics=merged, summary=summary), stage_json.parent)
+    # The file named, and only it (its JUnit twin has no metrics): not <dir>/<stage>.json, which
+    # is another file when STAGE_JSON has another name.
+    doc = replace(report, metrics=merged, summary=summary).to_dict()
+    schemas.validate(STAGE_SCHEMA, doc, path=str(stage_json))
+    files.write_json(stage_json, doc)
     return f"cache metrics added to {stage_json}"

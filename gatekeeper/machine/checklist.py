@@ -126,7 +126,18 @@ def diagnose(snapshot: Snapshot) -> MachineReport:
             )
         elif info.rock_loaded:
             findings.append(Finding("driver.rock", "ok", f"rocminfo: {info.rock_line}"))
-        if not info.gpus:
+        if not info.gpus and not info.cpu_agents and info.rock_loaded is not False:
+            # nothing readable about agents (a collapsed or clipped capture): a missing fact, never a failure
+            findings.append(
+                Finding(
+                    "devices.visible",
+                    "skipped",
+                    "rocminfo: no agent could be read (the GPU count is not in the capture), so whether the HSA "
+                    "runtime sees a GPU is unknown",
+                    "capture rocminfo's output as it prints it (gatekeeper doctor --capture DIR)",
+                )
+            )
+        elif not info.gpus:
             findings.append(
                 Finding(
                     "devices.visible",

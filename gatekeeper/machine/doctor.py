@@ -57,6 +57,11 @@ def _fact_lines(diagnosis: MachineReport) -> list[str]:
     return lines
 
 
+def _gpus_unknown(diagnosis: MachineReport) -> bool:
+    """A capture that does not say how many GPUs there are: "none found" would be a guess."""
+    return diagnosis.source != "live" and "GPU count" in diagnosis.missing_facts
+
+
 def render_text(diagnosis: MachineReport) -> str:
     t = diagnosis.torch
     lines = [f"gatekeeper doctor: {'this machine' if diagnosis.source == 'live' else diagnosis.source}", ""]
@@ -75,6 +80,8 @@ def render_text(diagnosis: MachineReport) -> str:
     if counts:
         for i, (line, n) in enumerate(counts.items()):
             lines.append(f"  {'GPUs' if i == 0 else '':<8} {n} x {line}")
+    elif _gpus_unknown(diagnosis):
+        lines.append("  GPUs     not in the capture")
     else:
         lines.append("  GPUs     none found")
     if diagnosis.tools:
@@ -89,7 +96,7 @@ def render_text(diagnosis: MachineReport) -> str:
     warnings = sum(f.severity == "warning" for f in diagnosis.findings)
     verdict = "will fail" if errors else ("usable, with warnings" if warnings else "ready")
     if not diagnosis.devices and not errors:
-        verdict += " (CPU only: no GPU found)"
+        verdict += " (the GPUs are not in the capture)" if _gpus_unknown(diagnosis) else " (CPU only: no GPU found)"
     if diagnosis.missing_facts and diagnosis.source != "live" and not errors:
         verdict += f" as far as the capture shows ({len(diagnosis.missing_facts)} fact(s) not in it)"
     lines += ["", f"Summary: {verdict}: {errors} error(s), {warnings} warning(s)"]

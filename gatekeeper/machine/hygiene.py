@@ -143,10 +143,10 @@ def _alloc(environ: Mapping[str, str], name: str) -> Finding:
             f"{name}={value!r}: {', '.join(malformed)} is not key:value; torch raises at the first allocation",
             "write it as key:value[,key:value], e.g. expandable_segments:True",
         )
-    if unknown:
+    if unknown:  # an error, as docs/doctor.md says: torch raises at the first allocation, the job cannot run
         return Finding(
             check,
-            "warning",
+            "error",
             f"{name}={value!r}: unknown key(s) {', '.join(unknown)}; torch rejects keys it does not know "
             f'("Unrecognized CachingAllocator option") at the first allocation',
             f"check the key names against the torch version in use (known here: {', '.join(sorted(ALLOC_KEYS))})",

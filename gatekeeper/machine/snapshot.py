@@ -261,7 +261,12 @@ def read_capture(directory: str | Path) -> Snapshot:
         for name, value in raw.items():
             if not isinstance(value, dict) or "status" not in value:
                 raise InputError(directory / "tools.json", name, "expected {status, detail, duration_s}")
-            tools[name] = ToolRun(str(value["status"]), str(value.get("detail", "")), float(value.get("duration_s", 0)))
+            try:
+                seconds = float(value.get("duration_s", 0))
+            except (TypeError, ValueError, OverflowError):  # "fast", a list, a 400-digit integer
+                where = f"{name}.duration_s"
+                raise InputError(directory / "tools.json", where, "expected a number of seconds") from None
+            tools[name] = ToolRun(str(value["status"]), str(value.get("detail", "")), seconds)
     fs = None
     if "fs.json" in present:
         raw = files.read_json(directory / "fs.json", what="capture fs.json")

@@ -37,13 +37,16 @@ def note_body(alert: Alert) -> str:
 
 def _analysis_md(a: Mapping[str, Any]) -> str:
     known = f"known issue {md_code_span(a['known_issue'])}" if a.get("known_issue") else "no known issue matched"
+    if a.get("decided_by") == "artifacts":
+        known = "from the artifacts"
     category = md_code_span(str(a.get("category")))
     lines = [
         f"### Failure analysis: {category} ({known}, confidence {a.get('confidence', 0):.2f})",
         "",
-        md_text(str(a.get("explanation", ""))),
-        "",
     ]
+    if a.get("failing"):
+        lines += [f"**Failing check:** {md_text(str(a['failing']))}", ""]
+    lines += [md_text(str(a.get("explanation", ""))), ""]
     lines += [f"{i}. {md_text(step)}" for i, step in enumerate(a.get("remediation", []), 1)]
     matches = a.get("matches") or []
     if matches:

@@ -44,7 +44,8 @@ def _section(text: str, more_url: str | None) -> dict[str, Any]:
 def _num(value: float | None, unit: str) -> str:
     if value is None:
         return "n/a"
-    return f"{value:.4g} {unit}".strip() if unit not in ("ratio", "bool") else f"{value:.4g}"
+    # the unit comes from the artifact like any other text (tests/security/test_matrix.py planted markup in it)
+    return f"{value:.4g} {slack_text(unit)}".strip() if unit not in ("ratio", "bool") else f"{value:.4g}"
 
 
 def gate_line(g: GateResult) -> str:
@@ -81,9 +82,14 @@ def _diagnosis_sections(analysis: Mapping[str, Any], more_url: str | None) -> li
         if analysis.get("known_issue")
         else "no known issue matched"
     )
+    if analysis.get("decided_by") == "artifacts":
+        known = "from the artifacts"
     category = slack_code(str(analysis.get("category")))
     head = f"*Diagnosis:* `{category}` ({known}, confidence {analysis.get('confidence', 0):.2f})"
-    text = head + "\n" + slack_text(str(analysis.get("explanation", ""))[:1500], multiline=True)
+    text = head
+    if analysis.get("failing"):
+        text += "\n*Failing check:* " + slack_text(str(analysis["failing"])[:600])
+    text += "\n" + slack_text(str(analysis.get("explanation", ""))[:1500], multiline=True)
     first = (analysis.get("matches") or [{}])[0]
     if first.get("text"):
         where = f"{first.get('source', '')}:{first.get('line', '')}"

@@ -7,6 +7,7 @@ table, the trend over earlier runs, the stages and the environment.
 
 from __future__ import annotations
 
+from gatekeeper.core.escape import md_code_block, md_text
 from gatekeeper.evaluate.outputs import to_markdown as verdict_markdown
 from gatekeeper.report import tables
 from gatekeeper.report.data import ReportData, history_points
@@ -16,7 +17,8 @@ __all__ = ["render_markdown"]
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    # table cells show artifact text (check names, device names): escaped like every markdown output
+    return md_text(text)
 
 
 def _table(t: tables.Table) -> list[str]:
@@ -46,15 +48,15 @@ def render_markdown(data: ReportData) -> str:
     else:
         lines += ["## gatekeeper: no verdict", "", "The gates were not evaluated for these artifacts."]
     if data.notes:
-        lines += ["", *[f"> {n}" for n in data.notes]]
-    for d in data.diagnoses:
-        known = f"known issue **{d.known_issue}**" if d.known_issue else "not a known issue"
-        lines += ["", f"**Failure diagnosis: {d.category}** ({known})", ""]
+        lines += ["", *[f"> {md_text(n)}" for n in data.notes]]
+    for d in data.diagnoses:  # analysis.json quotes log lines: every piece escaped (tests/security/test_matrix.py)
+        known = f"known issue **{md_text(d.known_issue)}**" if d.known_issue else "not a known issue"
+        lines += ["", f"**Failure diagnosis: {md_text(d.category)}** ({known})", ""]
         if d.explanation:
-            lines += [d.explanation, ""]
+            lines += [md_text(d.explanation), ""]
         if d.matches:
-            lines += ["```", *[f"{'' if m.line is None else f'{m.line}: '}{m.text}" for m in d.matches[:10]], "```"]
-        lines += [f"{i}. {r}" for i, r in enumerate(d.remediation, 1)]
+            lines += [md_code_block(f"{'' if m.line is None else f'{m.line}: '}{m.text}" for m in d.matches[:10])]
+        lines += [f"{i}. {md_text(r)}" for i, r in enumerate(d.remediation, 1)]
     categories = tables.category_table(data)
     if categories is not None:
         lines += ["", "**Operators by category**", "", *_table(categories)]

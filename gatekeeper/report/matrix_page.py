@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import md_text
 from gatekeeper.history import BaselineStore, open_store
 from gatekeeper.release.matrix import Cell, Column, Matrix, Row, build_matrix, releases_shown
 from gatekeeper.release.releases import Lifecycle, MatrixFile, load_matrix_file
@@ -84,7 +85,10 @@ def to_markdown(m: Matrix) -> str:
     if life:
         lines += ["", f"## Releases (from {m.spec.path})", "", "| release | released | EOL | status | CVEs | notes |"]
         lines += ["| --- | --- | --- | --- | --- | --- |"]
-        lines += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in life]
+        # the notes are matrix.yaml's free text (a merge request can change the file): escaped as markdown
+        for entry in life:
+            cells = [*(x.replace("|", "\\|") for x in entry[:-1]), md_text(entry[-1])]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from gatekeeper.contract.failures import crash_category
 from gatekeeper.contract.stage_report import Check, Environment, StageReport, utc_now, write_stage
 from gatekeeper.contract.verdict import Verdict
 from gatekeeper.core import proc
@@ -136,11 +137,17 @@ def _crashed_report(name: str, result: proc.ProcResult, options: PipelineOptions
         channel=options.channel or "stable",  # type: ignore[arg-type]
     )
     message = f"the stage process {result.describe()} before writing {name}.json; see {name}.log"
+    if result.timed_out:
+        category = "gpu_hang_or_timeout"  # past --stage-timeout
+    elif result.returncode is not None and result.returncode < 0:
+        category = crash_category(message)  # killed by a signal
+    else:
+        category = "configuration_error"  # it exited without its artifact: it never got to run its checks
     return StageReport(
         stage=name,
         status="error",
         started_at=utc_now(),
         duration_s=result.duration_s,
         environment=env,
-        checks=(Check("stage", "error", message, result.duration_s),),
+        checks=(Check("stage", "error", message, result.duration_s, category=category),),
     )

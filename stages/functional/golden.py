@@ -31,6 +31,7 @@ from typing import Any
 
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.files import atomic_write
+from stages.device import tf32_off
 
 __all__ = ["META", "SCHEMA_VERSION", "compare", "read_meta", "save", "write_golden"]
 
@@ -50,8 +51,7 @@ def _capture(
     from stages.functional.model_compare import model_loss
     from stages.models import load_model
 
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    tf32_off()
     loaded = load_model(spec, seed=seed)
     model = loaded.module.float()
     if given is None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from stages.device import tf32_off
 from stages.isolate import IsolatedOutcome, Worker
 
 __all__ = ["CaseRunner", "run_case", "warm"]
@@ -34,8 +35,7 @@ def warm(threads: int) -> str:
         torch.set_num_threads(threads)
     # float32 means float32: TF32 convolutions (cuDNN's default on NVIDIA Ampere and later) would fail
     # the float32 tolerances by design, so the catalog and the replays run with TF32 off
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    tf32_off()
     all_cases()
     return f"torch {torch.__version__}, {torch.get_num_threads()} threads"
 

@@ -13,6 +13,7 @@ worker that crashed recaptures (deterministically) on its next call.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -158,6 +159,14 @@ def _family(name: str) -> str:
     return "default"
 
 
+def _first_tensor(sig: str) -> dict[str, Any]:
+    """dtype and shape of the first tensor argument of a signature ``aten::op(float32[8, 12]@[12, 1], 1)``."""
+    m = re.search(r"\((\w+)\[([\d, ]*)\]", sig)
+    if m is None:
+        return {}
+    return {"dtype": m.group(1), "shape": [int(x) for x in m.group(2).split(",") if x.strip()]}
+
+
 def replay_op(  # noqa: PLR0917 - called positionally through Worker.call
     spec: str | None, batch_size: int, input_shape: tuple[int, ...] | None, seed: int, name: str, device: str
 ) -> dict[str, Any]:
@@ -183,6 +192,7 @@ def replay_op(  # noqa: PLR0917 - called positionally through Worker.call
     tol = TRACE_TOLERANCE[_family(short)]
     dev = torch.device(device)
     worst, fallbacks, problems, no_reference = 0.0, [], [], 0
+    drift: dict[str, Any] | None = None
     for sig, func, (args, kwargs) in entries:
         try:
             ref = func(*_build(args, torch.float64, "cpu"), **_build(kwargs, torch.float64, "cpu"))
@@ -220,8 +230,12 @@ def replay_op(  # noqa: PLR0917 - called positionally through Worker.call
         worst = max(worst, err)
         if not err <= tol:
             problems.append(f"drift: {sig}: relative error {err:.3g} > {tol:g}")
+            if drift is None or not err <= drift["error"]:
+                drift = {"op": name, "signature": sig, **_first_tensor(sig), "error": err, "tolerance": tol}
     result: dict[str, Any] = {"signatures": len(entries), "max_rel_error": worst, "fallbacks": sorted(set(fallbacks))}
     result["details"] = {"signatures": len(entries), "max_rel_error": worst, "problems": problems[:20]}
+    if drift is not None:
+        result["details"]["drift"] = drift  # the worst drifting signature, for the diagnosis
     if no_reference:
         result["details"]["no_float64_reference"] = no_reference
     if problems:

@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from gatekeeper.core.errors import InputError
+from stages.device import tf32_off
 
 __all__ = ["POOL", "TEACHER_SEED_OFFSET", "resolve_hook", "train_run"]
 
@@ -71,8 +72,7 @@ def train_run(
     gpu = device.startswith("cuda")
     if not gpu:
         torch.set_num_threads(1)  # bitwise the same curve for the same seed (thread count changes reductions)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    tf32_off()
     hook = resolve_hook(train_step) if train_step else None
     loaded = load_model(spec, seed=seed)
     model = loaded.module.float().to(device).train()

@@ -21,6 +21,7 @@ from typing import Any
 from gatekeeper.contract.metric_points import SKIPPED, point_name
 from gatekeeper.machine.peaks import DeviceFacts, PeakResolution, resolve
 from stages._stage import SkipCheck, StageContext
+from stages.device import tf32_off
 from stages.isolate import Worker
 
 __all__ = ["CPU_SHAPES", "DTYPES", "GPU_SHAPES", "OPS", "conv_flops", "matmul_flops", "measure_point", "run"]
@@ -49,9 +50,11 @@ def measure_point(op: str, dtype: str, device: str, shape: Any, min_run_s: float
     from torch.utils import benchmark
 
     # float32 means float32: TF32 (NVIDIA) / XF32 (MI300) would report another dtype's throughput
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True  # the fastest convolution algorithm (MIOpen/cuDNN find), as a tuned job would
+    tf32_off()
+    if not torch.backends.flags_frozen():  # frozen only by torch's test helpers in this process (see tf32_off)
+        torch.backends.cudnn.benchmark = (
+            True  # the fastest convolution algorithm (MIOpen/cuDNN find), as a tuned job would
+        )
     gen = torch.Generator().manual_seed(0)
     if op == "matmul":
         n = int(shape)

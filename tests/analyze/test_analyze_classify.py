@@ -44,7 +44,9 @@ def answers(rules):
 
 def _scores(answers, split):
     pairs = [(e["category"], d.category) for e, d in answers if e["split"] == split]
-    return score(pairs, [c for c in CATEGORIES if c != "unknown"])
+    # the categories the corpus labels or the answers name: performance_regression and configuration_error
+    # are gatekeeper's own failures, with no public log labelled so (a wrong answer of them still counts)
+    return score(pairs, [c for c in CATEGORIES if c != "unknown" and any(c in pair for pair in pairs)])
 
 
 def test_train_split_is_near_perfect(answers):

@@ -166,7 +166,6 @@ def test_character_ngrams_of_each_word():
 
 def test_numpy_predictions_match_scikit_learn_with_character_ngrams():
     # The model file is scored by numpy alone; it must give scikit-learn's own probabilities.
-    pytest.importorskip("sklearn", reason="scikit-learn (extra [ml]) fits the reference model")
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -235,7 +234,6 @@ def test_a_malformed_model_is_one_clear_error(tmp_path, edit, message):
 
 @pytest.mark.slow
 def test_the_training_script_rebuilds_the_packaged_model(tmp_path):
-    pytest.importorskip("sklearn", reason="scikit-learn (extra [ml]) rebuilds the model")
     out = tmp_path / "model.json"
     run = subprocess.run(
         [sys.executable, "scripts/train_analyze_model.py", "--out", str(out)],

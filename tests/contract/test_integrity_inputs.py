@@ -36,7 +36,9 @@ def test_duplicate_json_key_is_refused_with_both_lines(tmp_path):
         files.read_json(path)
     line = err.value.line()
     assert "duplicate key 'status'" in line
-    assert "line 2 and line 4" in line
+    # both places, line and column, as for a duplicated YAML key (issue 28)
+    assert "x.json:4:3: duplicate key 'status' (first at 2:3)" in line
+    assert "hint: remove one of the two" in line
 
 
 def test_duplicate_key_in_a_stage_artifact_is_exit_2(tmp_path, capsys):
@@ -94,6 +96,16 @@ def test_corrupt_artifact_is_exit_2_never_missing(tmp_path, capsys, content):
     assert rc == 2
     assert "functional_test.json" in capsys.readouterr().err
     assert not (tmp_path / "out" / "verdict.json").exists()
+
+
+def test_a_binary_artifact_message_has_a_fix(tmp_path):
+    # issue 28: "not UTF-8 text" said what was wrong, not what to do
+    (tmp_path / "functional_test.json").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    with pytest.raises(InputError) as err:
+        read_artifacts(tmp_path)
+    line = err.value.line()
+    assert "functional_test.json:byte 0: not UTF-8 text" in line
+    assert "; hint: pass the file gatekeeper wrote, or rerun the step that wrote it" in line
 
 
 @pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity", "0", "-3.5"])

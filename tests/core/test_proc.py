@@ -24,12 +24,10 @@ def test_timeout_kills_the_whole_group_including_grandchildren(tmp_path):
         open({str(pidfile)!r}, "w").write(str(g.pid))
         time.sleep(600)
     """)
-    start = time.monotonic()
     r = proc.run([sys.executable, "-c", code], timeout=2)
-    assert r.timed_out
+    assert r.timed_out  # the event: proc.run returned because of its timeout (pytest-timeout guards a real hang)
     assert r.returncode is None
     assert "timed out after" in r.describe()
-    assert time.monotonic() - start < 20
     pid = int(pidfile.read_text())
     for _ in range(50):
         try:

@@ -121,3 +121,40 @@ def test_the_history_change_gate_warns_until_the_anchor_moves(
     assert gate().outcome.value == "pass"  # confirmed: the release manager moved the anchor past it
     assert main(["history", "anchor", "--history", f"sqlite:{db}"]) == 0
     assert "run 1010 (stable, rocm gfx90a): set by ann on" in capsys.readouterr().out
+
+
+SPAN_SEED = 0  # the first seed; most give a span of more than one run here (tests/history/test_changes.py)
+
+
+def _uncertain_store(tmp_path: Path, seed: int) -> Path:
+    """20 nights, 0.8% slower from night 11 (torch upgraded that night), a new image the night after."""
+    db = tmp_path / "uncertain.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(seed)
+    for night in range(1, 21):
+        info = _night(night)
+        image = "registry.example.invalid/rocm:6.2" + ("-b" if night > 11 else "")
+        info = RunInfo(info.ref, info.commit, info.pipeline_id, info.verdict, info.recorded_at,
+                       stack={"gatekeeper": "0.9.0", "image": image})  # fmt: skip
+        store.save(_perf(10.0 * (1.008 if night > 10 else 1.0), rng, "2.6.0" if night > 10 else "2.5.1"), info)
+    return db
+
+
+def test_a_change_that_may_lie_at_a_neighbouring_run_names_the_stack_changes_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A small step is placed at its most likely run, with the runs it may lie at (90% of the likelihood)
+    and what changed in the stack at those: here the image, one night after the torch upgrade."""
+    db = _uncertain_store(tmp_path, seed=SPAN_SEED)
+    main(["history", "changes", "--history", f"sqlite:{db}", "--metric", "latency_ms", "--format", "json"])
+    [change] = json.loads(capsys.readouterr().out)["changes"]
+    assert change["index"] == 10
+    lo, hi = change["span"]
+    assert lo <= 10 < 11 <= hi
+    assert [s["component"] for s in change["stack_changes"]] == ["torch"]
+    assert {"index": 11, "component": "image", "before": "registry.example.invalid/rocm:6.2",
+            "after": "registry.example.invalid/rocm:6.2-b"} in change["stack_changes_in_span"]  # fmt: skip
+    main(["history", "changes", "--history", f"sqlite:{db}", "--metric", "latency_ms"])
+    table = capsys.readouterr().out
+    assert f"may lie at runs {lo + 1}-{hi + 1}" in table
+    assert "image registry.example.invalid/rocm:6.2 -> registry.example.invalid/rocm:6.2-b at run 12" in table

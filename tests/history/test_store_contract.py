@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import struct
 import sys
 import textwrap
 from collections.abc import Callable
@@ -300,3 +301,91 @@ def test_a_record_whose_report_contradicts_its_row_is_never_the_baseline(spec: s
     assert got is not None
     assert got[0].commit == "good"
     assert any("channel 'stable', its stored report says 'nightly'" in line for line in store.skipped)
+
+
+def _sampled(value: float, spread: float = 0.02) -> StageReport:
+    """A report whose latency has 4 processes of 5 samples each, and a metric without samples."""
+    samples = [[value * (1 + spread * p) * (1 + 0.001 * s) for s in range(5)] for p in range(4)]
+    base = _report(value)
+    metrics = {"latency_ms": Metric.of(value, "ms", "lower", samples), "memory_gb": Metric.of(3.5, "GB", "lower")}
+    return StageReport(base.stage, base.status, base.started_at, 1.0, base.environment, metrics, config=base.config)
+
+
+def _changes(store: SqlStore, *, summaries: bool) -> list[dict[str, object]]:
+    from gatekeeper.history.changes import find_changes
+
+    return [c.to_dict() for c in find_changes(store.series(summaries=summaries))]
+
+
+def _step_history(store: SqlStore) -> None:
+    for night in range(12):
+        info = RunInfo("main", f"c{night}", str(night), "pass", f"2026-01-{night + 1:02d}T00:00:00+00:00")
+        store.save(_sampled(10.0 * (1.05 if night >= 6 else 1.0) * (1 + 0.002 * (night % 3))), info)
+
+
+def test_history_changes_reads_each_records_summary_and_finds_what_the_points_give(spec: str) -> None:
+    """Each record's metric summary (gatekeeper.history.points) is written beside it; history changes reads
+    it instead of every per-process median, and finds the same change at the same run, size and p-value."""
+    store = _open(spec)
+    _step_history(store)
+    rows = store.series(summaries=True)
+    assert all(r.levels is not None and not r.points for r in rows)
+    assert rows[0].levels.names == ("latency_ms", "memory_gb")
+    assert rows[0].config == {"batch_size": 8, "model": "demo"}
+    with_points = store.series()
+    assert all(r.levels is None and r.points["latency_ms"] for r in with_points)
+    fast, slow = _changes(store, summaries=True), _changes(store, summaries=False)
+    assert [c["index"] for c in fast] == [6]
+    assert fast[0]["metric"] == "latency_ms"
+    assert fast[0]["change"] == pytest.approx(slow[0]["change"], rel=1e-9)
+    assert fast[0]["p_value"] == pytest.approx(slow[0]["p_value"], rel=1e-6)
+    assert [c["index"] for c in slow] == [6]
+
+
+@pytest.mark.parametrize("damage", ["missing", "short", "names", "negative"])
+def test_a_record_without_a_usable_summary_is_read_from_its_points(spec: str, damage: str) -> None:
+    """A record an older gatekeeper wrote has no summary; a damaged one is not trusted: both are read from
+    their points, and the change is found all the same."""
+    store = _open(spec)
+    _step_history(store)
+    blob = "x'0000'" if spec.startswith("sqlite:") else "'\\x0000'::bytea"
+    minus = struct.pack("<3d", 4.0, 2.3, -1.0) * 2
+    sql = {
+        "missing": "DELETE FROM results_series WHERE result_id IN (SELECT id FROM results WHERE commit_sha IN (?, ?))",
+        "short": f"UPDATE results_series SET data = {blob} WHERE result_id IN "
+        "(SELECT id FROM results WHERE commit_sha IN (?, ?))",
+        "names": 'UPDATE results_series SET names = \'["a", "a"]\' WHERE result_id IN '
+        "(SELECT id FROM results WHERE commit_sha IN (?, ?))",
+        "negative": "UPDATE results_series SET data = ? WHERE result_id IN "
+        "(SELECT id FROM results WHERE commit_sha IN (?, ?))",
+    }[damage]
+    _execute(spec, sql, ([minus] if damage == "negative" else []) + ["c2", "c7"])
+    rows = store.series(summaries=True)
+    assert [r.commit for r in rows if r.levels is None] == ["c2", "c7"]
+    assert all(r.points["latency_ms"] for r in rows if r.levels is None)
+    assert [c["index"] for c in _changes(store, summaries=True)] == [6]
+
+
+def test_an_account_that_may_not_create_tables_still_records(
+    request: pytest.FixtureRequest, spec_of: Callable[[str], str]
+) -> None:
+    """The summary table is made by the first writer that may; a shared database whose runners may only
+    insert keeps every record, and history changes reads them from their points."""
+    import psycopg
+
+    from tests.support.postgres import USER
+
+    spec = spec_of("postgresql")
+    _open(spec)  # the owner made the schema, as a platform team would
+    writer = f"gk_writer_{abs(hash(spec)) % 10**8}"
+    with psycopg.connect(spec, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {writer} LOGIN PASSWORD '{PASSWORD}'")  # generated names, not input
+        conn.execute(f"GRANT SELECT, INSERT ON results, anchors, gatekeeper_schema TO {writer}")
+        conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {writer}")
+        conn.execute(f"REVOKE CREATE ON SCHEMA public FROM {writer}, PUBLIC")
+    store = _open(spec.replace(f"//{USER}@", f"//{writer}@"))
+    _step_history(store)
+    rows = store.series(summaries=True)
+    assert len(rows) == 12
+    assert all(r.levels is None for r in rows)
+    assert [c["index"] for c in _changes(store, summaries=True)] == [6]

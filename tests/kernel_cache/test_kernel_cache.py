@@ -287,3 +287,17 @@ def test_cli_prune(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "pruned 1 files" in capsys.readouterr().out
     assert main(["cache", "prune", "--root", str(tmp_path / "missing"), "--max-size", "1G"]) == 2
     assert main(["cache", "prune", "--root", str(tmp_path), "--max-size", "lots"]) == 2
+
+
+def test_stats_into_writes_the_file_it_names_and_only_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 28: --into FILE said "added to FILE" and wrote <dir>/<stage>.json and its JUnit instead
+    root = tmp_path / "cache"
+    _write(root / "inductor" / "a", 10)
+    written = _report(tmp_path / "artifacts")
+    named = written.with_name("kept-copy.json")
+    written.rename(named)
+    (tmp_path / "artifacts" / "compatibility_check.junit.xml").unlink()
+    assert cache_commands.stats_command(root=str(root), into=str(named)) == 0
+    assert f"cache metrics added to {named}" in capsys.readouterr().out
+    assert read_stage(named).metrics["kernel_cache_bytes"].value == 10
+    assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == ["kept-copy.json"]

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from gatekeeper import cli
+from gatekeeper.history import BaselineStore, open_store
 from gatekeeper.release.advise import AdviseInputs, advise, run_advise
 from gatekeeper.release.evidence import ChannelEvidence, collect_evidence, read_breakers
-from tests.support.release_history import MemoryStore, day, environment, pipeline
+from tests.support.release_history import day, environment, pipeline, record, sqlite_store
 
 NIGHTLY_TORCH = "2.7.0.dev20250301+rocm6.3"
 
@@ -21,28 +23,49 @@ def _rules(advice) -> dict[str, int]:
     return {r.rule: r.points for r in advice.reasons}
 
 
+_BUILT: dict[tuple, Path] = {}
+
+
 def _history(
     nightly_blocked: int = 0,
     nightly_rate: float = 0.98,
     nightly_tail: float = 30.0,
     restore: float = 1.0,
     stable_blocked: int = 0,
-) -> MemoryStore:
-    """Ten recorded pipelines per channel on gfx90a, plus noise on another device."""
-    store = MemoryStore()
-    for n in range(1, 11):
-        store.record(
-            pipeline(environment(), started_at=day(n)),
-            verdict="blocked" if n <= stable_blocked else "pass",
-            pipeline_id=f"s{n}",
-        )
-        nightly = environment(channel="nightly", torch=NIGHTLY_TORCH)
-        reports = pipeline(nightly, started_at=day(n), pass_rate=nightly_rate, tail_ms=nightly_tail, restore=restore)
-        store.record(reports, verdict="blocked" if n <= nightly_blocked else "pass", pipeline_id=f"n{n}")
-    other = environment(channel="nightly", torch=NIGHTLY_TORCH, arch="gfx942")
-    for n in range(11, 16):  # newer, but another device: never weighed for gfx90a
-        store.record(pipeline(other, started_at=day(n), pass_rate=0.5), verdict="blocked", pipeline_id=f"o{n}")
-    return store
+) -> BaselineStore:
+    """Ten recorded pipelines per channel on gfx90a, plus noise on another device, in a real sqlite store.
+
+    Each history is written once per session (the tests only read it) and opened afresh by its spec."""
+    key = (nightly_blocked, nightly_rate, nightly_tail, restore, stable_blocked)
+    if key not in _BUILT:
+        directory = Path(tempfile.mkdtemp(prefix="advise-history-", dir=_ROOT))
+        store = sqlite_store(directory)
+        for n in range(1, 11):
+            record(
+                store,
+                pipeline(environment(), started_at=day(n)),
+                verdict="blocked" if n <= stable_blocked else "pass",
+                pipeline_id=f"s{n}",
+            )
+            nightly = environment(channel="nightly", torch=NIGHTLY_TORCH)
+            reports = pipeline(
+                nightly, started_at=day(n), pass_rate=nightly_rate, tail_ms=nightly_tail, restore=restore
+            )
+            record(store, reports, verdict="blocked" if n <= nightly_blocked else "pass", pipeline_id=f"n{n}")
+        other = environment(channel="nightly", torch=NIGHTLY_TORCH, arch="gfx942")
+        for n in range(11, 16):  # newer, but another device: never weighed for gfx90a
+            record(store, pipeline(other, started_at=day(n), pass_rate=0.5), verdict="blocked", pipeline_id=f"o{n}")
+        _BUILT[key] = directory / "history.db"
+    return open_store(f"sqlite:{_BUILT[key]}")
+
+
+_ROOT: Path | None = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _history_root(tmp_path_factory: pytest.TempPathFactory) -> None:
+    global _ROOT
+    _ROOT = tmp_path_factory.mktemp("advise-histories")
 
 
 # ---------------------------------------------------------------- hard rules
@@ -169,10 +192,9 @@ def test_breaker_state_files(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- CLI
 
 
-def test_cli_text_and_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    store = _history(nightly_blocked=3)
-    monkeypatch.setattr("gatekeeper.release.advise.open_store", lambda spec: store)
-    argv = ["advise", "--history", "mem:", "--arch", "gfx90a", "--needs-nightly-feature", "--compat-owner", "ml"]
+def test_cli_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = f"sqlite:{_history(nightly_blocked=3).path}"  # type: ignore[attr-defined]
+    argv = ["advise", "--history", spec, "--arch", "gfx90a", "--needs-nightly-feature", "--compat-owner", "ml"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith("decision: nightly\nnightly risk: medium")
@@ -226,13 +248,13 @@ def test_runs_without_recorded_verdicts_are_weak_evidence() -> None:
     assert a.risk == "medium"
 
 
-def test_runs_recorded_outside_ci_group_by_record_time() -> None:
+def test_runs_recorded_outside_ci_group_by_record_time(tmp_path: Path) -> None:
     """``evaluate --record`` outside CI has no pipeline id: one run's stages share the record time."""
     from dataclasses import replace
 
     from gatekeeper.history import RunInfo
 
-    store = MemoryStore()
+    store = sqlite_store(tmp_path)
     for n in (1, 2):
         for k, r in enumerate(pipeline(environment(channel="nightly"), started_at=day(n))):
             # each stage started at its own time, as in a real pipeline

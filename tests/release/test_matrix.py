@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 
 from gatekeeper import cli
+from gatekeeper.history import BaselineStore, RunInfo
 from gatekeeper.release.matrix import build_matrix
 from gatekeeper.release.releases import find_release, lifecycle, load_matrix_file, version_key
 from gatekeeper.report.matrix_page import write_matrix
-from tests.support.release_history import MemoryStore, day, environment, pipeline
+from tests.support.release_history import STORES, day, environment, pipeline, record
 
 ROOT = Path(__file__).resolve().parents[2]
 TODAY = dt.date(2026, 12, 2)
 
 
-def _store() -> MemoryStore:
-    store = MemoryStore()
+def _store(directory: Path, kind: str = "sqlite") -> BaselineStore:
+    store = STORES[kind](directory)
     runs = [
         ("2.5.1+rocm6.2", "6.2.4", "gfx90a", "stable", "pass", 1),
         ("2.5.1+rocm6.2", "6.2.4", "gfx90a", "stable", "blocked", 3),  # newer: this one is the cell
@@ -31,9 +32,9 @@ def _store() -> MemoryStore:
         reports = pipeline(environment(torch=torch, rocm=rocm, arch=arch, channel=channel), started_at=day(n))
         if verdict is None:
             for r in reports:
-                store.save(r, type(store.runs[0][0])(commit="f00ba4", recorded_at=r.started_at))
+                store.save(r, RunInfo(commit="f00ba4", recorded_at=r.started_at))
         else:
-            store.record(reports, verdict=verdict, pipeline_id=str(100 + n))
+            record(store, reports, verdict=verdict, pipeline_id=str(100 + n))
     return store
 
 
@@ -58,9 +59,10 @@ def test_version_matching_and_lifecycle() -> None:
     assert lifecycle("2.5.1", spec.torch, dt.date(2025, 4, 1), 30).eol_soon
 
 
-def test_matrix_cells_are_latest_verdicts_with_date_and_link() -> None:
+@pytest.mark.parametrize("kind", sorted(STORES))
+def test_matrix_cells_are_latest_verdicts_with_date_and_link(tmp_path: Path, kind: str) -> None:
     spec = load_matrix_file(ROOT / "matrix.yaml")
-    m = build_matrix(_store(), spec, today=TODAY)
+    m = build_matrix(_store(tmp_path / "hist", kind), spec, today=TODAY)
     rows = [(r.torch, r.channel) for r in m.rows]
     assert rows[0] == ("2.9.0.dev20251101+rocm6.4", "nightly")
     cols = [c.label for c in m.columns]
@@ -80,7 +82,9 @@ def test_matrix_cells_are_latest_verdicts_with_date_and_link() -> None:
 
 
 def test_write_matrix_outputs(tmp_path: Path) -> None:
-    paths = write_matrix(history=None, matrix_file=ROOT / "matrix.yaml", out=tmp_path, store=_store(), today=TODAY)
+    _store(tmp_path / "hist")  # read back through --history, as the command does
+    history = f"sqlite:{tmp_path / 'hist' / 'history.db'}"
+    paths = write_matrix(history=history, matrix_file=ROOT / "matrix.yaml", out=tmp_path, today=TODAY)
     assert sorted(p.name for p in paths) == ["matrix.csv", "matrix.html", "matrix.md"]
     md = (tmp_path / "matrix.md").read_text()
     assert "| 2.5.1+rocm6.2 (stable) ⚠ past EOL since 2025-04-23, CVE-2025-32434 |" in md

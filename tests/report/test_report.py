@@ -11,11 +11,12 @@ from gatekeeper import cli
 from gatekeeper.contract.analysis import read_analysis
 from gatekeeper.core.errors import InputError
 from gatekeeper.evaluate.run import run_evaluate
+from gatekeeper.history import BaselineStore
 from gatekeeper.report.data import category_rows, collect
 from gatekeeper.report.html import render_html
 from gatekeeper.report.markdown import render_markdown
 from gatekeeper.report.plots import matplotlib_missing
-from tests.support.release_history import MemoryStore, day, environment, functional, pipeline, write_pipeline
+from tests.support.release_history import STORES, day, environment, functional, pipeline, record, write_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 HAVE_MATPLOTLIB = matplotlib_missing() is None
@@ -29,14 +30,15 @@ ANALYSIS = {
 }
 
 
-def _store(n: int = 6) -> MemoryStore:
-    store = MemoryStore()
+def _store(directory: Path, kind: str = "sqlite", n: int = 6) -> BaselineStore:
+    """Six passed runs in a real store, and noise that this run's trends and baseline must leave out."""
+    store = STORES[kind](directory)
     env = environment()
     for k in range(1, n + 1):
-        store.record(pipeline(env, started_at=day(k), median_ms=20 + k * 0.1), verdict="pass", pipeline_id=str(k))
+        record(store, pipeline(env, started_at=day(k), median_ms=20 + k * 0.1), verdict="pass", pipeline_id=str(k))
     # another device and another channel: must not appear in this run's trends
-    store.record(pipeline(environment(arch="gfx942"), started_at=day(9)), verdict="pass", pipeline_id="x1")
-    store.record(pipeline(environment(channel="nightly"), started_at=day(9)), verdict="blocked", pipeline_id="x2")
+    record(store, pipeline(environment(arch="gfx942"), started_at=day(9)), verdict="pass", pipeline_id="x1")
+    record(store, pipeline(environment(channel="nightly"), started_at=day(9)), verdict="blocked", pipeline_id="x2")
     return store
 
 
@@ -47,8 +49,9 @@ def artifacts(tmp_path: Path) -> Path:
     return out
 
 
-def test_collect_reads_verdict_history_of_same_channel_and_device(artifacts: Path) -> None:
-    data = collect(artifacts, history_store=_store(), limit=4)
+@pytest.mark.parametrize("kind", sorted(STORES))
+def test_collect_reads_verdict_history_of_same_channel_and_device(artifacts: Path, tmp_path: Path, kind: str) -> None:
+    data = collect(artifacts, history_store=_store(tmp_path / "hist", kind), limit=4)
     assert data.verdict is not None
     assert data.verdict.result == "blocked"
     runs = data.history["functional_test"]
@@ -57,6 +60,15 @@ def test_collect_reads_verdict_history_of_same_channel_and_device(artifacts: Pat
     assert all(r.report.environment.arch == "gfx90a" and r.report.environment.channel == "stable" for r in runs)
     # without --baseline, the newest earlier run is the latency baseline
     assert data.baselines["performance_baseline"].started_at == day(6)
+
+
+@pytest.mark.parametrize("kind", sorted(STORES))
+def test_a_newer_blocked_run_is_never_the_baseline(artifacts: Path, tmp_path: Path, kind: str) -> None:
+    store = _store(tmp_path / "hist", kind)
+    record(store, pipeline(environment(), started_at=day(7), median_ms=40.0), verdict="blocked", pipeline_id="b7")
+    data = collect(artifacts, history_store=store, baseline_store=store, limit=4)
+    assert data.baselines["performance_baseline"].started_at == day(6)  # the store's pass-or-warn rule
+    assert data.history["performance_baseline"][-2].report.started_at == day(7)  # the trend shows it all the same
 
 
 def test_collect_without_verdict_says_so(tmp_path: Path) -> None:
@@ -69,9 +81,9 @@ def test_collect_without_verdict_says_so(tmp_path: Path) -> None:
     assert "functional_test" in html
 
 
-def test_html_has_verdict_first_gates_categories_environment_diagnosis(artifacts: Path) -> None:
+def test_html_has_verdict_first_gates_categories_environment_diagnosis(artifacts: Path, tmp_path: Path) -> None:
     (artifacts / "analysis.json").write_text(json.dumps(ANALYSIS))
-    html = render_html(collect(artifacts, history_store=_store()))
+    html = render_html(collect(artifacts, history_store=_store(tmp_path / "hist")))
     order = [
         html.index(s)
         for s in ("BLOCKED", "<h2>Gates", "<h2>Failure diagnosis", "<h2>Operators", "<h2>Plots", "<h2>Environment")
@@ -106,9 +118,9 @@ def test_html_escapes_untrusted_text(tmp_path: Path) -> None:
     assert "&lt;script&gt;" in html
 
 
-def test_markdown_for_mr_note(artifacts: Path) -> None:
+def test_markdown_for_mr_note(artifacts: Path, tmp_path: Path) -> None:
     (artifacts / "analysis.json").write_text(json.dumps(ANALYSIS))
-    md = render_markdown(collect(artifacts, history_store=_store(), limit=3))
+    md = render_markdown(collect(artifacts, history_store=_store(tmp_path / "hist"), limit=3))
     assert md.startswith("## gatekeeper: ⛔ BLOCKED")
     assert "| **operator-coverage** |" in md  # the blocking gate stands out
     assert "**Failure diagnosis: miopen_error** (known issue **rocm-miopen-find-db**)" in md

@@ -18,19 +18,15 @@ from gatekeeper.evaluate.run import run_evaluate
 from gatekeeper.report.data import collect
 from gatekeeper.report.html import render_html
 from tests.report.test_report import ANALYSIS
-from tests.support.release_history import MemoryStore, day, environment, pipeline, write_pipeline
+from tests.support.release_history import day, environment, pipeline, record, sqlite_store, write_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 BROWSER = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 
-# Read at import: the autouse fixture in conftest.py clears GATEKEEPER_* variables inside each test.
-REQUIRED = os.environ.get("GATEKEEPER_REQUIRE_TOOLS") == "1"
-
+# A skip, which tests/conftest.py turns into a failure under GATEKEEPER_REQUIRE_TOOLS=1 (CI installs chromium).
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        BROWSER is None and not REQUIRED, reason="no chromium on PATH: run scripts/setup_browser.sh (CI does)"
-    ),
+    pytest.mark.skipif(BROWSER is None, reason="no chromium on PATH: run scripts/setup_browser.sh (CI does)"),
 ]
 
 # Chromium logs every console message of the page as "INFO:CONSOLE:<line>] "<text>", source: ...".
@@ -38,7 +34,7 @@ _CONSOLE = re.compile(r':CONSOLE(?::\d+|\(\d+\))\] "(.*)", source: (\S*)')
 
 
 def _load(page: Path, shot: Path, tmp: Path, height: int = 2000) -> tuple[list[str], proc.ProcResult]:
-    assert BROWSER is not None, "GATEKEEPER_REQUIRE_TOOLS=1 but no chromium on PATH: run scripts/setup_browser.sh"
+    assert BROWSER is not None
     argv = [
         BROWSER,
         "--headless",
@@ -79,10 +75,10 @@ def test_console_errors_are_detected(tmp_path: Path) -> None:
 
 
 def test_report_loads_without_console_errors_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = MemoryStore()
+    store = sqlite_store(tmp_path / "hist")
     env = environment()
     for k in range(1, 6):
-        store.record(pipeline(env, started_at=day(k)), verdict="pass", pipeline_id=str(k))
+        record(store, pipeline(env, started_at=day(k)), verdict="pass", pipeline_id=str(k))
     base = write_pipeline(tmp_path / "base", pipeline(env, started_at=day(5)))
     art = write_pipeline(tmp_path / "art", pipeline(env, started_at=day(9), pass_rate=0.88, tail_ms=45.0))
     monkeypatch.chdir(ROOT)  # the verdict names gates.yaml as a user would pass it
@@ -105,8 +101,9 @@ def test_matrix_page_loads_without_console_errors(tmp_path: Path) -> None:
 
     from gatekeeper.report.matrix_page import write_matrix
 
-    store = MemoryStore()
-    store.record(pipeline(environment(), started_at=day(2)), verdict="pass", pipeline_id="7")
+    store = record(
+        sqlite_store(tmp_path / "hist"), pipeline(environment(), started_at=day(2)), verdict="pass", pipeline_id="7"
+    )
     write_matrix(history=None, matrix_file=ROOT / "matrix.yaml", out=tmp_path, store=store, today=dt.date(2026, 12, 2))
     messages, _ = _load(tmp_path / "matrix.html", tmp_path / "matrix.png", tmp_path, height=900)
     assert messages == []

@@ -7,13 +7,14 @@ import tempfile
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from gatekeeper.analyze.render import render as render_diagnosis
 from gatekeeper.contract.stage_report import Check, Environment, StageReport, write_junit
 from gatekeeper.core import escape
+from gatekeeper.core.redact import MASK
 from gatekeeper.evaluate.outputs import banner, to_junit, to_markdown
 from gatekeeper.notify.gitlab_note import MARKER, commit_status, note_body
 from gatekeeper.notify.slack_message import build_message
@@ -139,23 +140,59 @@ def test_commit_status_description_has_no_control_characters() -> None:
 # ------------------------------------------------------------------ XML and terminal
 
 
+# An oracle written from the XML 1.0 Char production, character by character, independent of escape.xml_text:
+# what a document can carry stays as it is; anything else, and C1 and bidi controls, is shown as \xNN / \uNNNN.
+def _carried(text: str) -> str:
+    def one(c: str) -> str:
+        o = ord(c)
+        legal = o in (0x9, 0xA, 0xD) or 0x20 <= o <= 0xD7FF or 0xE000 <= o <= 0xFFFD or 0x10000 <= o <= 0x10FFFF
+        if legal and not (0x7F <= o <= 0x9F or 0x202A <= o <= 0x202E or 0x2066 <= o <= 0x2069):
+            return c
+        return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+    return "".join(one(c) for c in text)
+
+
+def _as_parsed(text: str) -> str:
+    """Element text as an XML parser hands it back (line ends normalised, XML 1.0 section 2.11)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 @SETTINGS
 @given(HOSTILE)
-def test_gates_junit_is_well_formed_xml(text: str) -> None:
+def test_gates_junit_is_well_formed_xml_and_carries_every_name_and_reason(text: str) -> None:
     root = ET.fromstring(to_junit(hostile.verdict(text, text, text)))
-    assert len(root.iter("testcase").__next__().attrib["name"]) >= 0
+    cases = list(root.iter("testcase"))
+    assert [c.get("name") for c in cases] == [_carried(text + s) for s in ("", "2", "3")] + [_carried(f"stage.{text}")]
+    assert (cases[0].find("failure").get("message") or "") == _carried(text[:500])  # type: ignore[union-attr]
+    assert cases[0].find("system-out").text.startswith(_as_parsed(_carried(f"{text}\nmetric: m\nrule: {text}")))  # type: ignore[union-attr]
 
 
 @SETTINGS
 @given(HOSTILE)
-def test_stage_junit_is_well_formed_xml(text: str) -> None:
+def test_stage_junit_is_well_formed_xml_and_carries_the_check(text: str) -> None:
     check = Check(name=text or "x", status="failed", message=text, group=text)
     report = StageReport(
         stage="functional_test", status="failed", started_at="2026-12-02T15:00:00+00:00", duration_s=1.0,
         environment=Environment(torch_version=None, python="3.11", host=text), checks=(check,),
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        ET.parse(write_junit(report, Path(tmp) / "x.junit.xml"))
+        written = write_junit(report, Path(tmp) / "x.junit.xml")
+        raw = written.read_text(encoding="utf-8")
+    # every file is written through the redactor (security.md), which may mask a URL-shaped text
+    assume(MASK not in raw)
+    root = ET.fromstring(raw.encode("utf-8"))
+    suite = root.find("testsuite")
+    case = root.find("testsuite/testcase")
+    assert suite is not None
+    assert case is not None
+    assert suite.get("hostname") == _carried(text)
+    assert case.get("name") == _carried(text or "x")
+    assert case.get("classname") == _carried(f"functional_test.{text}" if text else "functional_test")
+    assert (case.find("failure").get("message") or "") == _carried(
+        text.strip().splitlines()[0][:500] if text.strip() else ""
+    )  # type: ignore[union-attr]
+    assert (case.find("system-out").text or "") == _as_parsed(_carried(text))  # type: ignore[union-attr]
 
 
 @SETTINGS
@@ -182,6 +219,9 @@ def test_cli_error_line_has_no_escape_sequences(tmp_path, capsys) -> None:
 @SETTINGS
 @given(HOSTILE)
 def test_xml_text_is_always_carried_by_xml(text: str) -> None:
+    safe = escape.xml_text(text)
+    assert safe == _carried(text)  # every character carried, or shown as \xNN (the XML 1.0 Char production)
+    assert ET.fromstring(ET.tostring(ET.Element("a", name=safe))).get("name") == safe
     el = ET.Element("a", name=escape.xml_text(text))
     el.text = escape.xml_text(text)
     ET.fromstring(ET.tostring(el))

@@ -12,8 +12,6 @@ from gatekeeper.analyze.bundle import repro_cases, write_bundle
 from gatekeeper.analyze.diagnosis import FailedCheck
 from tests.security import hostile
 
-pytest.importorskip("torch")
-
 ATTACKS = [
     {"op": "os.system", "shapes": [], "kwargs": {"command": "touch {marker}"}},
     {"op": "torch.os.system", "shapes": [], "kwargs": {"command": "touch {marker}"}},

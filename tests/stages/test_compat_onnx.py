@@ -3,8 +3,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import pytest
-
 from stages.compat import onnx_export
 
 
@@ -33,7 +31,6 @@ def test_missing_onnx_is_a_reason_with_the_install_hint(monkeypatch) -> None:
     assert "pip install gatekeeper-rocm[onnx]" in reason
 
 
-@pytest.mark.skipif(onnx_export.missing_reason() != "", reason="onnx/onnxruntime not installed")
 def test_torchscript_exporter_validated_in_onnxruntime(tmp_path: Path) -> None:
     result = onnx_export.export_and_validate(
         model_spec="tests.stages.test_compat_onnx:tiny_model", seed=0, batch_size=3, input_shape=None,
@@ -46,7 +43,6 @@ def test_torchscript_exporter_validated_in_onnxruntime(tmp_path: Path) -> None:
     assert (tmp_path / "model.onnx").is_file()
 
 
-@pytest.mark.skipif(onnx_export.missing_reason() != "", reason="onnx/onnxruntime not installed")
 def test_every_exporter_failing_is_a_failed_export(tmp_path: Path) -> None:
     result = onnx_export.export_and_validate(
         model_spec="tests.stages.test_compat_onnx:tiny_model", seed=0, batch_size=3, input_shape=None,

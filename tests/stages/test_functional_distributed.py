@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from stages.device import DeviceInfo
@@ -21,9 +19,7 @@ def test_backend_choice():
 @pytest.mark.slow
 def test_a_skipped_collective_a_dead_rank_and_a_hung_rank_fail_only_their_cases():
     names = ["all_reduce.sum.float32", "rank0_skips_the_collective", "rank0_dies", "broadcast", "rank1_hangs"]
-    start = time.monotonic()
     results = run_distributed(CPU, timeout=4.0, names=names, module="tests.support.functional_dist_ranks")
-    elapsed = time.monotonic() - start
     by_name = {r.name.removeprefix("distributed."): r for r in results}
     assert list(by_name) == names  # every case once, in order
     assert by_name["all_reduce.sum.float32"].status == "passed"
@@ -36,4 +32,3 @@ def test_a_skipped_collective_a_dead_rank_and_a_hung_rank_fail_only_their_cases(
     assert by_name["broadcast"].status == "passed"  # rerun in a fresh pair after the breakage
     assert by_name["rank1_hangs"].status == "failed"
     assert "rank 1: timed out after 4 s" in by_name["rank1_hangs"].message  # the rank's watchdog
-    assert elapsed < 120

@@ -90,16 +90,18 @@ def test_a_tensor_on_one_side_only_fails_closed(tmp_path: Path) -> None:
 
 
 class _Boom:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker  # per test: no fixed path that parallel runs would share
+
     def __reduce__(self):
-        return (Path.touch, (Path("/tmp/gatekeeper-golden-pwned"),))
+        return (Path.touch, (self.marker,))
 
 
 def test_a_golden_is_never_unpickled_beyond_tensors(tmp_path: Path) -> None:
     where = _save(tmp_path)
-    marker = Path("/tmp/gatekeeper-golden-pwned")
-    marker.unlink(missing_ok=True)
+    marker = tmp_path / "gatekeeper-golden-pwned"
     buf = io.BytesIO()
-    torch.save({"output.0": torch.zeros(1), "evil": _Boom()}, buf, pickle_protocol=pickle.HIGHEST_PROTOCOL)
+    torch.save({"output.0": torch.zeros(1), "evil": _Boom(marker)}, buf, pickle_protocol=pickle.HIGHEST_PROTOCOL)
     meta = json.loads((where / golden.META).read_text())
     meta["file"] = "golden.pt"  # the torch.save format, whichever format this machine wrote
     (where / meta["file"]).write_bytes(buf.getvalue())
@@ -111,7 +113,8 @@ def test_a_golden_is_never_unpickled_beyond_tensors(tmp_path: Path) -> None:
 
 
 def test_safetensors_when_installed(tmp_path: Path) -> None:
-    pytest.importorskip("safetensors")
+    import safetensors  # noqa: F401  (in the dev extra: a missing one is a failure, not a skip)
+
     where = _save(tmp_path)
     assert (where / "golden.safetensors").exists()
     assert json.loads((where / golden.META).read_text())["format"] == "safetensors"

@@ -1,5 +1,5 @@
 """Recorded pipeline runs for the report, matrix and advise tests: stage reports built
-in code (as the stages write them) and an in-memory store implementing BaselineStore."""
+in code (as the stages write them), kept in the real stores (sqlite, git) that evaluate --record writes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gatekeeper.contract.stage_report import Check, Environment, Metric, StageReport, write_stage
-from gatekeeper.history import RunInfo, comparability
+from gatekeeper.history import BaselineStore, RunInfo
 
 CATEGORIES = ("basic_math", "convolution", "reduction", "matrix", "custom_backward", "distributed")
 
@@ -147,36 +147,43 @@ def write_pipeline(directory: Path, reports: Sequence[StageReport]) -> Path:
     return directory
 
 
-class MemoryStore:
-    """A BaselineStore over recorded runs, newest first by recorded_at (as the stores promise)."""
+def record(
+    store: BaselineStore,
+    reports: Sequence[StageReport],
+    *,
+    verdict: str,
+    pipeline_id: str,
+    commit: str = "abc1234def",
+) -> BaselineStore:
+    """Keep one pipeline's stage results in ``store`` as ``evaluate --record`` does (recorded when they started)."""
+    for r in reports:
+        store.save(
+            r, RunInfo(ref="main", commit=commit, pipeline_id=pipeline_id, verdict=verdict, recorded_at=r.started_at)
+        )
+    return store
 
-    def __init__(self) -> None:
-        self.runs: list[tuple[RunInfo, StageReport]] = []
 
-    def latest(self, stage: str, like: StageReport) -> StageReport | None:
-        for _info, report in self.history(stage, limit=10_000):
-            if comparability(report, like) is None:
-                return report
-        return None
+def sqlite_store(directory: Path) -> BaselineStore:
+    """A fresh ``sqlite:`` store (the embedded default) in ``directory``."""
+    from gatekeeper.history import open_store
 
-    def history(self, stage: str, *, channel: str | None = None, limit: int = 50) -> list[tuple[RunInfo, StageReport]]:
-        rows = [
-            (i, r) for i, r in self.runs if r.stage == stage and (channel is None or r.environment.channel == channel)
-        ]
-        rows.sort(key=lambda x: x[0].recorded_at or "", reverse=True)
-        return rows[:limit]
+    return open_store(f"sqlite:{directory / 'history.db'}", create=True)
 
-    def save(self, report: StageReport, info: RunInfo) -> None:
-        self.runs.append((info, report))
 
-    def record(
-        self, reports: Sequence[StageReport], *, verdict: str, pipeline_id: str, commit: str = "abc1234def"
-    ) -> None:
-        for r in reports:
-            self.save(
-                r,
-                RunInfo(ref="main", commit=commit, pipeline_id=pipeline_id, verdict=verdict, recorded_at=r.started_at),
-            )
+def git_store(directory: Path) -> BaselineStore:
+    """A fresh ``git:`` store: a repository in ``directory``, results on the branch gatekeeper-history."""
+    import git
+
+    from gatekeeper.history.git import GitStore
+
+    repo = git.Repo.init(directory)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "t")
+        cw.set_value("user", "email", "t@example.invalid")
+    return GitStore("gatekeeper-history", repo=directory)
+
+
+STORES = {"sqlite": sqlite_store, "git": git_store}
 
 
 def day(n: int) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 __all__ = ["GpuAgent", "RocmInfo", "parse", "strip_ansi"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ROCK = re.compile(r"ROCk module(?: version \S+)? is (?:NOT )?loaded")
 _AGENT = re.compile(r"^\s*Agent\s+(\d+)\s*$")
 # matched on the right-stripped line: a lazy "(.*?)\s*$" tail backtracked quadratically on long blank runs
 _KEY_VALUE = re.compile(r"^(\s*)([^:]+?):\s*(.*)$")
@@ -118,8 +119,10 @@ def parse(text: str) -> RocmInfo:
         if not stripped or set(stripped) <= {"*", "="}:
             continue
         if stripped.startswith("ROCk module"):
-            rock_line = stripped
-            rock_loaded = "NOT" not in stripped
+            # only the sentence: a capture collapsed onto one line carries the whole output after it
+            m_rock = _ROCK.match(stripped)
+            rock_line = m_rock.group(0) if m_rock else stripped[:80]
+            rock_loaded = "NOT" not in rock_line
             continue
         if "WSL environment detected" in stripped:
             wsl = True

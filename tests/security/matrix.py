@@ -1,0 +1,766 @@
+"""The hostile-input matrix: every command that reads files x every input it reads x every mutation class.
+
+A case copies one valid world (artifacts, verdict, analysis, history, breaker state, spool, capture, config
+files, all written by gatekeeper's own code under one job's CI context), applies one mutation class from
+tests/security/mutations.py to one input, runs the command as that job, and checks the invariants
+(``check_case``). The control case of each (command, input) runs the world unchanged: it proves the world
+is valid, so a refusal in a mutated case comes from the mutation.
+
+Adding a command: an entry in COMMANDS (its argv, the inputs it reads, its exit code on the valid world).
+Adding an input: an entry in INPUTS (where it lives, how it is read and written, its roles) and its
+expected exit codes in EXPECT. docs/security.md describes the matrix; test_matrix.py runs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.security import mutations as m
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+
+# ------------------------------------------------------------------ the job
+
+PROJECT, OTHER_PROJECT = "42", "666"
+MR, OTHER_MR = "7", "9"
+SHA, OTHER_SHA = "0123456789abcdef0123456789abcdef01234567", "f" * 40
+PIPELINE, OTHER_PIPELINE = "991", "13"
+TOKEN = "glpat-JobTokenValue0123456789"  # the job's own secret: never in an output either
+HOOK_PATH = "/hooks/T0JOB/B0JOB/jobwebhooksecret01"
+SPOOL_KEY = "spool-key-Qw8Er6Ty4Ui2"
+
+
+def job_env(api: str) -> dict[str, str]:
+    """The CI variables of the job every case runs as (a merge request into the protected branch)."""
+    return {
+        "CI": "true",
+        "CI_PROJECT_ID": PROJECT,
+        "CI_PROJECT_PATH": "ml/model",
+        "CI_PROJECT_URL": "https://gitlab.example.com/ml/model",
+        "CI_MERGE_REQUEST_IID": MR,
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+        "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_DEFAULT_BRANCH": "main",
+        "CI_COMMIT_REF_NAME": "feature",
+        "CI_COMMIT_SHA": SHA,
+        "CI_PIPELINE_ID": PIPELINE,
+        "CI_PIPELINE_URL": f"https://gitlab.example.com/ml/model/-/pipelines/{PIPELINE}",
+        "CI_JOB_NAME": "gatekeeper:gate",
+        "CI_JOB_URL": "https://gitlab.example.com/ml/model/-/jobs/4242",
+        "CI_API_V4_URL": f"{api}/api/v4",
+        "GATEKEEPER_GITLAB_TOKEN": TOKEN,
+        "SLACK_WEBHOOK_URL": f"{api}{HOOK_PATH}",
+        "GATEKEEPER_CHANNEL": "stable",
+        "GATEKEEPER_SPOOL_KEY": SPOOL_KEY,  # a protected variable: spool entries are authenticated with it
+    }
+
+
+# ------------------------------------------------------------------ inputs
+
+
+@dataclass(frozen=True)
+class Input:
+    """One file a command reads: where it lives in the world, how it is parsed and written back."""
+
+    name: str
+    path: str  # relative to the world root
+    fmt: str  # "json", "yaml", "text", "sqlite-row"
+    roles: m.Roles = field(default_factory=m.Roles)
+    what: str = ""
+
+    def load(self, root: Path) -> m.Doc:
+        path = root / self.path
+        if self.fmt == "json":
+            return m.Doc(json.loads(path.read_text(encoding="utf-8")))
+        if self.fmt == "yaml":
+            return m.Doc(yaml.safe_load(path.read_text(encoding="utf-8")))
+        if self.fmt == "text":
+            return m.Doc(path.read_text(encoding="utf-8"))
+        if self.fmt == "sqlite-row":
+            return m.Doc([json.loads(text) for _, text in _newest_rows(path)])
+        raise AssertionError(self.fmt)
+
+    def dump(self, root: Path, doc: m.Doc) -> None:
+        path = root / self.path
+        if self.fmt == "text":
+            path.write_text(doc.data, encoding="utf-8")
+        elif self.fmt == "sqlite-row":
+            rows = [rid for rid, _ in _newest_rows(path)]
+            with sqlite3.connect(path) as conn:
+                for rid, data in zip(rows, doc.data, strict=True):
+                    conn.execute("UPDATE results SET report = ? WHERE id = ?", (_json(data, doc), rid))
+            _checkpoint(path)
+        elif self.fmt == "json":
+            path.write_text(_json(doc.data, doc), encoding="utf-8")
+        else:
+            path.write_text(_yaml(doc.data, doc), encoding="utf-8")
+
+    def file(self, root: Path) -> Path:
+        """The file the file classes replace (a history's database file for a row input)."""
+        return root / self.path
+
+
+def _json(data: Any, doc: m.Doc) -> str:
+    text = json.dumps(data, default=str)
+    if doc.token is not None:
+        text = text.replace(json.dumps(m.MARK), doc.token)
+    if doc.duplicate:  # the first key twice: a decoy value first, which a last-wins reader silently drops
+        key = next(iter(data))
+        text = "{" + json.dumps(key) + ': "decoy", ' + text[1:]
+    return text
+
+
+def _yaml(data: Any, doc: m.Doc) -> str:
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10_000)
+    if doc.token is not None:  # YAML 1.1 spells the non-finite numbers its own way
+        token = doc.token.replace("-Infinity", "-.inf").replace("Infinity", ".inf").replace("NaN", ".nan")
+        text = text.replace(f"'{m.MARK}'", token).replace(m.MARK, token)
+    if doc.duplicate:
+        key = next(iter(data))
+        text = f"{key}: decoy\n{text}"
+    return text
+
+
+def _checkpoint(db: Path) -> None:
+    """Move the write-ahead log into the database file (what the file holds is then what a reader sees)."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+def _newest_rows(db: Path) -> list[tuple[int, str]]:
+    """The rows of the newest recorded pipeline (one per stage)."""
+    with sqlite3.connect(db) as conn:
+        newest = conn.execute("SELECT pipeline_id FROM results ORDER BY recorded_at DESC, id DESC LIMIT 1").fetchone()
+        return conn.execute("SELECT id, report FROM results WHERE pipeline_id = ? ORDER BY id", newest).fetchall()
+
+
+STAGE_NUMBERS = frozenset({"value", "samples", "duration_s"})
+STAGE_TEXTS = frozenset({"message", "unit", "host", "device_name", "description"})
+STAGE_CONTEXT = {"channel": "nightly"}  # the job evaluates the stable channel
+
+INPUTS: dict[str, Input] = {
+    i.name: i
+    for i in (
+        Input(
+            "stage artifact", "art/performance_baseline.json", "json",
+            m.Roles(STAGE_NUMBERS, STAGE_TEXTS, STAGE_CONTEXT), "a stage's <stage>.json (the code under test wrote it)",
+        ),
+        Input(
+            "gates file", "gates.yaml", "yaml",
+            m.Roles(frozenset({"alpha", "min_effect", "max_skipped", "version"}), frozenset({"description"})),
+            "gates.yaml of the merge request",
+        ),
+        Input(
+            "history row", "hist/history.db", "sqlite-row",
+            m.Roles(STAGE_NUMBERS, STAGE_TEXTS, STAGE_CONTEXT),
+            "the newest recorded run in a sqlite history (any job with cache access can write it)",
+        ),
+        Input(
+            "log", "logs/job.log", "text", m.Roles(), "a failed job's log (the code under test wrote it)",
+        ),
+        Input(
+            "known issues", "known-issues.yaml", "yaml",
+            m.Roles(frozenset({"priority", "confidence"}), frozenset({"explanation", "remediation"})),
+            "the repository's known-issues.yaml",
+        ),
+        Input(
+            "verdict", "art/verdict.json", "json",
+            m.Roles(
+                frozenset({"value", "baseline_value", "change", "exit_code", "p_value", "effect"}),
+                frozenset({"summary", "reason", "name", "gates_file", "device_name", "unit"}),
+                {"mr_iid": int(OTHER_MR), "project_url": "https://gitlab.example.com/other/project",
+                 "commit": OTHER_SHA, "pipeline_id": OTHER_PIPELINE, "channel": "nightly"},
+            ),
+            "verdict.json in the artifacts (stage jobs can write the artifacts directory)",
+        ),
+        Input(
+            "analysis", "art/analysis.json", "json",
+            m.Roles(frozenset({"confidence", "line"}), frozenset({"explanation", "remediation", "text", "category"})),
+            "analysis.json from the diagnose job",
+        ),
+        Input(
+            "alert state", "alert/state.json", "json",
+            m.Roles(frozenset({"runs"})), "notify slack --state (cache)",
+        ),
+        Input(
+            "spool entry", "spool/pending/entry.json", "json",
+            m.Roles(
+                frozenset({"mr_iid", "attempts"}), frozenset({"note", "description", "text", "reason"}),
+                {"project": OTHER_PROJECT, "mr_iid": int(OTHER_MR), "sha": OTHER_SHA, "pipeline_id": OTHER_PIPELINE},
+            ),
+            "a message notify spooled (alerts/ sits under the artifacts, where stage jobs write)",
+        ),
+        Input(
+            "breaker state", "state/nightly--performance_baseline.json", "json",
+            m.Roles(frozenset({"consecutive_failures"}), frozenset({"last_diagnosis", "diagnosis", "by", "reason"}),
+                    {"channel": "stable"}),
+            "a breaker's state file (the state directory, cache)",
+        ),
+        Input(
+            "breaker marker", "art/verify_hip.breaker.json", "json",
+            m.Roles(frozenset(), frozenset({"message"}), {"pipeline_id": OTHER_PIPELINE, "channel": "stable"}),
+            "an upstream job's skip marker in the artifacts",
+        ),
+        Input(
+            "capture", "cap/rocminfo.txt", "text", m.Roles(), "a doctor --capture directory (someone's paste)",
+        ),
+        Input(
+            "capture tools", "cap/tools.json", "json",
+            m.Roles(frozenset({"duration_s"}), frozenset({"detail", "status"})), "tools.json of a capture",
+        ),
+        Input(
+            "matrix file", "matrix.yaml", "yaml",
+            m.Roles(frozenset({"eol_warning_days"}), frozenset({"note", "notes", "summary"})),
+            "matrix.yaml (release dates, CVEs)",
+        ),
+    )
+}  # fmt: skip
+
+# ------------------------------------------------------------------ commands
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    argv: tuple[str, ...]  # "{root}" is the world
+    inputs: tuple[str, ...]
+    control: int  # its exit code on the valid world
+    sends: bool = False  # talks to GitLab or Slack (the fake server)
+    classes: tuple[str, ...] | None = None  # only these mutation classes (None: all)
+
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command(
+            "evaluate",
+            ("evaluate", "--artifacts", "{root}/art", "--gates", "{root}/gates.yaml", "--out", "{root}/out",
+             "--baseline", "sqlite:{root}/hist/history.db", "--channel", "stable"),
+            ("stage artifact", "gates file", "history row"), 1,
+        ),
+        Command(
+            "analyze",
+            ("analyze", "{root}/logs/job.log", "--artifacts", "{root}/art", "--known-issues",
+             "{root}/known-issues.yaml", "--gates", "{root}/gates.yaml", "--format", "md",
+             "--out", "{root}/out/analysis.md", "--bundle", "{root}/out/bundle"),
+            ("log", "stage artifact", "known issues", "gates file"), 0,
+        ),
+        Command(
+            "report",
+            ("report", "--artifacts", "{root}/art", "--history", "sqlite:{root}/hist/history.db",
+             "--format", "md", "--out", "{root}/out/report.md"),
+            ("stage artifact", "verdict", "analysis", "history row"), 0,
+        ),
+        # The HTML page draws plots (seconds each): only the classes that reach a plot or the page's markup.
+        Command(
+            "report html",
+            ("report", "--artifacts", "{root}/art", "--history", "sqlite:{root}/hist/history.db",
+             "--out", "{root}/out/report.html"),
+            ("stage artifact", "verdict", "history row"), 0,
+            classes=("huge-number", "non-finite", "string-number", "control-chars", "markup"),
+        ),
+        Command(
+            "notify gitlab",
+            ("notify", "gitlab", "--verdict", "{root}/art/verdict.json", "--analysis", "{root}/art/analysis.json",
+             "--spool", "{root}/out/spool"),
+            ("verdict", "analysis"), 0, sends=True,
+        ),
+        Command(
+            "notify slack",
+            ("notify", "slack", "--verdict", "{root}/art/verdict.json", "--analysis", "{root}/art/analysis.json",
+             "--state", "{root}/alert/state.json", "--spool", "{root}/out/spool"),
+            ("verdict", "analysis", "alert state"), 0, sends=True,
+        ),
+        Command("notify --resend", ("notify", "--resend", "--spool", "{root}/spool"), ("spool entry",), 0, sends=True),
+        Command("doctor --from", ("doctor", "--from", "{root}/cap"), ("capture", "capture tools"), 0),
+        Command(
+            "breaker check",
+            ("breaker", "check", "--channel", "nightly", "--job", "performance_baseline", "--state", "{root}/state",
+             "--artifacts", "{root}/art", "--after", "functional_test"),
+            ("breaker state", "breaker marker", "stage artifact"), 0,
+        ),
+        Command("breaker status", ("breaker", "status", "--state", "{root}/state"), ("breaker state",), 0),
+        Command(
+            "breaker record",
+            ("breaker", "record", "--channel", "nightly", "--job", "performance_baseline", "--exit-code", "1",
+             "--state", "{root}/state", "--artifacts", "{root}/art"),
+            ("breaker state", "stage artifact"), 0,
+        ),
+        Command(
+            "matrix",
+            ("matrix", "--history", "sqlite:{root}/hist/history.db", "--matrix-file", "{root}/matrix.yaml",
+             "--out", "{root}/out/matrix"),
+            ("history row", "matrix file"), 0,
+        ),
+        Command(
+            "advise",
+            ("advise", "--history", "sqlite:{root}/hist/history.db", "--breaker-state",
+             "{root}/state/nightly--performance_baseline.json", "--arch", "gfx90a"),
+            ("history row", "breaker state"), 0,
+        ),
+    )
+}  # fmt: skip
+
+# Inputs whose file is not in the valid world of every case: copied in only for that input's cases.
+OPTIONAL = {"breaker marker": "templates/verify_hip.breaker.json"}
+# (command, input) whose exit code on the valid world differs from the command's.
+CONTROL = {("breaker check", "breaker marker"): 4}
+# An input a command reads under another path than INPUTS names (the stage artifact a breaker check comes after).
+REDIRECT = {("breaker check", "stage artifact"): "art/functional_test.json"}
+
+
+def input_for(command: str, name: str) -> Input:
+    spec = INPUTS[name]
+    path = REDIRECT.get((command, name))
+    return Input(spec.name, path, spec.fmt, spec.roles, spec.what) if path else spec
+
+
+def control(command: str, name: str) -> int:
+    return CONTROL.get((command, name), COMMANDS[command].control)
+
+
+# ------------------------------------------------------------------ the valid world
+
+
+def build_world(root: Path, api: str, refused: str) -> None:
+    """Every input of the matrix, valid and written by gatekeeper's own code under the job's context."""
+    import contextlib
+    import io
+
+    from gatekeeper.breaker.markers import write_marker
+    from gatekeeper.cli import main
+    from gatekeeper.contract.stage_report import Metric
+    from tests.support.release_history import day, environment, pipeline, record, sqlite_store, write_pipeline
+
+    env = job_env(api)
+    saved = dict(os.environ)
+    cwd = Path.cwd()
+    os.environ.update(env)
+    root.mkdir(parents=True, exist_ok=True)
+    os.chdir(root)
+
+    def run(*argv: str, expect: Iterable[int] = (0,)) -> None:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+        assert code in tuple(expect), f"building the world: {argv}: {code}\n{out.getvalue()}\n{err.getvalue()}"
+
+    try:
+        stable = environment(channel="stable")
+        store = sqlite_store(root / "hist")
+        for k in range(1, 6):
+            record(store, pipeline(stable, started_at=day(k), pass_rate=1.0), verdict="pass", pipeline_id=f"p{k}")
+        # twice the recorded latency: the latency gate blocks, so notify has an alert to send
+        reports = pipeline(stable, started_at=day(20), pass_rate=1.0, median_ms=40.0)
+        verify = reports[0]  # the default gates also read verify_hip's hygiene count
+        metrics = {**verify.metrics, "hygiene_problems": Metric.of(0.0, "count", "lower")}
+        reports[0] = dataclasses.replace(verify, metrics=metrics)
+        art = write_pipeline(root / "art", reports)
+        shutil.copy(REPO / "gates.yaml", root / "gates.yaml")
+        shutil.copy(REPO / "matrix.yaml", root / "matrix.yaml")
+        (root / "known-issues.yaml").write_text(
+            "issues:\n"
+            "  - id: conv-fp16\n"
+            "    category: numerical_mismatch\n"
+            "    priority: 60\n"
+            "    confidence: 0.8\n"
+            "    patterns: ['conv2d_float16']\n"
+            "    explanation: fp16 conv differs by one ulp.\n"
+            "    remediation: [Wait for the MIOpen fix]\n",
+            encoding="utf-8",
+        )
+        (root / "logs").mkdir()
+        (root / "logs" / "job.log").write_text(
+            "collecting ...\nFAILED test_ops.py::test_conv2d_float16 - AssertionError: Tensor-likes are not close!\n"
+            "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB\n",
+            encoding="utf-8",
+        )
+        run("evaluate", "--artifacts", str(art), "--gates", "gates.yaml", "--out", str(art),
+            "--baseline", f"sqlite:{root / 'hist' / 'history.db'}", "--channel", "stable", expect=(1,))  # fmt: skip
+        run("analyze", "logs/job.log", "--artifacts", str(art), "--format", "json", "--out", str(art / "analysis.json"))
+        run("breaker", "record", "--channel", "nightly", "--job", "performance_baseline", "--exit-code", "1",
+            "--diagnosis", "hipErrorNoBinaryForGpu on gfx90a", "--state", "state")  # fmt: skip
+        # the alert state after a passing run of this job: the blocked verdict is news, so a case sends its alert
+        reports_ok = [dataclasses.replace(r, metrics={**r.metrics, **metrics}) if r.stage == "verify_hip" else r
+                      for r in pipeline(stable, started_at=day(19), pass_rate=1.0)]  # fmt: skip
+        passing = write_pipeline(root / "passing", reports_ok)
+        run("evaluate", "--artifacts", str(passing), "--gates", "gates.yaml", "--out", str(passing),
+            "--baseline", f"sqlite:{root / 'hist' / 'history.db'}", "--channel", "stable", expect=(0, 3))  # fmt: skip
+        run("notify", "slack", "--verdict", str(passing / "verdict.json"), "--state", "alert/state.json",
+            "--spool", "unused")  # fmt: skip
+        shutil.rmtree(passing)
+        os.environ["CI_API_V4_URL"] = f"{refused}/api/v4"  # nobody listens: the note is spooled
+        run("notify", "gitlab", "--verdict", str(art / "verdict.json"), "--analysis", str(art / "analysis.json"),
+            "--spool", "spool")  # fmt: skip
+        (entry,) = (root / "spool" / "pending").glob("*.json")
+        entry.rename(entry.with_name("entry.json"))
+        (root / "cap").mkdir()
+        shutil.copy(FIXTURES / "env" / "rocminfo__thamada-mi300x-x4.txt", root / "cap" / "rocminfo.txt")
+        (root / "cap" / "tools.json").write_text(
+            json.dumps({"rocminfo": {"status": "ok", "detail": "exit 0", "duration_s": 0.4}}), encoding="utf-8"
+        )
+        (root / "templates").mkdir()
+        write_marker(str(root / "templates"), "nightly", "verify_hip", "verify_hip skipped by its breaker", env)
+        shutil.rmtree(root / "unused", ignore_errors=True)
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def make_case_world(template: Path, root: Path, command: str, name: str) -> Path:
+    """A fresh copy of the world for one case; the input's file is there (an optional one copied in)."""
+    shutil.copytree(template, root, symlinks=True)
+    spec = input_for(command, name)
+    if name in OPTIONAL:
+        shutil.copy(root / OPTIONAL[name], root / spec.path)
+    return root / spec.path
+
+
+# ------------------------------------------------------------------ applying a mutation
+
+
+def mutate(root: Path, command: str, name: str, cls: str, payload: Any, pool: Path) -> None:
+    """Apply mutation class ``cls`` (with ``payload`` for the classes that take one) to one input."""
+    spec = input_for(command, name)
+    klass = m.CLASSES[cls]
+    if klass.kind == "file":
+        target = spec.file(root)
+        if cls in ("truncated", "utf8-bom"):  # changes the valid file it finds
+            if spec.fmt == "sqlite-row":
+                _checkpoint(target)
+            m.FILE_WRITERS[cls](target)
+            return
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+        if cls == "newline-free":  # one shared file of that size, hard-linked: no disk per case
+            os.link(pool, target)
+        else:
+            m.FILE_WRITERS[cls](target)
+        return
+    doc = spec.load(root)
+    changed = klass.apply_doc(doc, spec.roles, payload)
+    if not changed:
+        raise AssertionError(f"{cls} found no field to change in {name} ({spec.path}): update its roles in INPUTS")
+    spec.dump(root, doc)
+
+
+def payload_of(cls: str) -> Any:
+    return m.CLASSES[cls].payload
+
+
+# ------------------------------------------------------------------ expected exit codes
+
+# How each input is read, which decides the exit code of a hostile copy (README "Exit codes", docs/security.md):
+# strict: refused, exit 2 naming the file; rows: a bad record is skipped with a warning (the file itself is
+# refused); ignored: a bad file is set aside with a warning (quarantined, ignored), the command goes on;
+# text: any bytes are a log (only what is not a regular file is refused).
+POLICY = {
+    "stage artifact": "strict", "gates file": "strict", "known issues": "strict", "verdict": "strict",
+    "analysis": "strict", "breaker state": "strict", "capture tools": "strict", "matrix file": "strict",
+    "history row": "rows", "breaker marker": "ignored", "spool entry": "ignored", "alert state": "ignored",
+    "log": "text", "capture": "text",
+}  # fmt: skip
+
+# Cells that do not exist, with why (every other cell of COMMANDS x inputs x CLASSES is a case).
+NOT_APPLICABLE = {
+    ("log", "number"): "a log is text: no number fields",
+    ("log", "keys"): "a log is text: no keys",
+    ("log", "context"): "a log carries no job context",
+    ("log", "fifo"): "a log may be a pipe on purpose (analyze reads - and named pipes)",
+    ("capture", "number"): "a tool's raw output is text: no number fields",
+    ("capture", "keys"): "a tool's raw output is text: no keys",
+    ("capture", "context"): "a capture is of another machine by design",
+    ("gates file", "context"): "gates.yaml names no channel, project or pipeline",
+    ("known issues", "context"): "known-issues.yaml names no channel, project or pipeline",
+    ("analysis", "context"): "analysis.json names no channel, project or pipeline",
+    ("capture tools", "context"): "a capture is of another machine by design",
+    ("matrix file", "context"): "matrix.yaml names no channel, project or pipeline",
+    ("alert state", "text"): "the alert state holds no free text (times, counts, booleans)",
+    ("alert state", "context"): "keyed by channel:ref:job; another job's key is another job's state",
+    ("breaker marker", "number"): "a marker has no number fields",
+}
+
+# Cells whose documented code differs from their input's policy.
+OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
+    # an upstream stage that did not pass (unreadable included) skips the job: exit 4 (breaker check --after)
+    **{("breaker check", "stage artifact", c): frozenset({4})
+       for c, k in m.CLASSES.items() if k.kind in ("number", "keys", "file")},
+    # breaker record reads the job's artifact for the diagnosis only: unreadable, it records the exit code
+    **{("breaker record", "stage artifact", c): frozenset({0}) for c in m.CLASSES},
+    # a known issue's explanation is one line (schema): a payload with newlines is refused
+    ("analyze", "known issues", "markup"): frozenset({2}),
+    # an empty file is an empty store: no baseline (the latency gate warns) and no history; a dangling link is
+    # no store: evaluate's first run has none (its missing-data policy: the gate warns, --record creates it),
+    # a command that only reads is told the path holds no store (exit 2)
+    **{("evaluate", "history row", c): frozenset({3}) for c in ("empty", "dangling-symlink")},
+    **{(c, "history row", "empty"): frozenset({0}) for c in ("report", "matrix", "advise")},
+    # advise takes a directory of state files too: an empty one holds no breaker
+    ("advise", "breaker state", "directory"): frozenset({0}),
+    # a capture file must be UTF-8 text (a log need not be)
+    ("doctor --from", "capture", "not-utf8"): frozenset({2}),
+    # status lists only the state files among *--*.json; another document is not one (test_breaker_exact.py)
+    ("breaker status", "breaker state", "wrong-type"): frozenset({0}),
+    # advise reads a state file's channel and state; a field it does not read is the breaker's to check
+    ("advise", "breaker state", "string-number"): frozenset({0}),
+    # a capture file that is not a regular file is skipped like a missing one; garbage in rocminfo.txt
+    # means no GPU was found, an error finding (exit 1)
+    **{("doctor --from", "capture", c): frozenset({0})
+       for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
+    # a capture file holds at most 256 MiB
+    ("doctor --from", "capture", "oversized"): frozenset({2}),
+    **{("doctor --from", "capture", c): frozenset({1}) for c in ("empty", "deep-nesting", "newline-free", "nul-bytes")},
+    **{("doctor --from", "capture tools", c): frozenset({0})
+       for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
+}  # fmt: skip
+
+
+def cell(command: str, name: str, cls: str) -> frozenset[int] | str:
+    """The exit codes a case may end with, or why the cell does not exist."""
+    cmd = COMMANDS[command]
+    if cmd.classes is not None and cls not in cmd.classes:
+        return f"{command} runs only {', '.join(cmd.classes)} (the other classes run in its md twin)"
+    klass = m.CLASSES[cls]
+    spec = INPUTS[name]
+    if klass.formats is not None and spec.fmt not in klass.formats:
+        return f"{cls} is for {', '.join(klass.formats)} inputs; {name} is {spec.fmt}"
+    for key in ((name, cls), (name, klass.kind)):
+        if key in NOT_APPLICABLE:
+            return NOT_APPLICABLE[key]
+    if klass.kind == "number" and not spec.roles.numbers:
+        return f"{name} has no number fields"
+    if klass.kind == "context" and not spec.roles.context:
+        return f"{name} names no job context"
+    if (command, name, cls) in OVERRIDE:
+        return OVERRIDE[(command, name, cls)]
+    ok = control(command, name)  # the input valid
+    absent = COMMANDS[command].control  # the input set aside
+    policy = POLICY[name]
+    if klass.kind == "text":
+        return frozenset({ok})
+    if klass.kind == "context":  # principle 1: an input error naming both, or ignored with a warning; never obeyed
+        return frozenset({2, absent if policy == "ignored" else ok})
+    if policy == "strict":  # YAML allows a byte-order mark; JSON as gatekeeper reads it does not
+        return frozenset({ok}) if cls == "utf8-bom" and spec.fmt == "yaml" else frozenset({2})
+    if policy == "rows":
+        return frozenset({2}) if klass.kind == "file" else frozenset({ok})
+    if policy == "text":
+        refused = ("symlink-loop", "directory", "symlink-device", "dangling-symlink")
+        return frozenset({2}) if cls in refused else frozenset({ok})
+    return frozenset({absent})
+
+
+CONTROL_CASE = "control"
+DRIVER_CLASSES = ("oversized", "newline-free", "symlink-device", "fifo")  # in forked children, memory measured
+
+
+def cases() -> list[tuple[str, str, str]]:
+    """Every (command, input, class) of the matrix, the control case of each (command, input) first."""
+    out = []
+    for command, cmd in COMMANDS.items():
+        for name in cmd.inputs:
+            out.append((command, name, CONTROL_CASE))
+            out += [(command, name, cls) for cls in m.CLASSES if not isinstance(cell(command, name, cls), str)]
+    return out
+
+
+def not_applicable() -> list[tuple[str, str, str, str]]:
+    return [
+        (command, name, cls, why)
+        for command, cmd in COMMANDS.items()
+        for name in cmd.inputs
+        for cls in m.CLASSES
+        if isinstance(why := cell(command, name, cls), str)
+    ]
+
+
+# ------------------------------------------------------------------ invariants
+
+TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+SECRETS = (*m.SECRET_VALUES, TOKEN, HOOK_PATH.rsplit("/", 1)[-1], SPOOL_KEY)
+MEMORY_BOUND_MIB = 512  # peak resident memory of one command, whatever the size of its inputs
+
+
+@dataclass
+class Outcome:
+    code: int
+    out: str
+    err: str
+    written: dict[Path, tuple[bytes, frozenset[str]]]  # files created or changed: bytes, secrets held before
+    sent: list[Any]  # fake_http.Seen requests
+    peak_mib: float | None = None
+
+
+Snapshot = dict[int, tuple[int, int, frozenset[str]]]
+
+
+def snapshot(root: Path) -> Snapshot:
+    """inode -> (size, mtime, the planted secrets already in it) of every regular file (a file merely renamed
+    keeps its inode; a changed input, like a sqlite store, is only blamed for a secret it did not hold)."""
+    seen = {}
+    for path in _regular_files(root):
+        st = path.stat()
+        seen[st.st_ino] = (st.st_size, st.st_mtime_ns, _secrets_in(path, st.st_size))
+    return seen
+
+
+def _secrets_in(path: Path, size: int) -> frozenset[str]:
+    if size > 8 * 2**20:  # the size classes' padding, not data
+        return frozenset()
+    data = path.read_bytes()
+    return frozenset(s for s in SECRETS if s.encode() in data)
+
+
+def _regular_files(root: Path) -> Iterable[Path]:
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            path = Path(dirpath) / name
+            if not path.is_symlink() and path.is_file():
+                yield path
+
+
+def written_since(root: Path, before: Snapshot, limit: int = 64 * 2**20) -> dict[Path, tuple[bytes, frozenset[str]]]:
+    """Files created or changed since ``before``: their bytes, and the secrets they held before."""
+    out = {}
+    for path in _regular_files(root):
+        st = path.stat()
+        old = before.get(st.st_ino)
+        if (old is None or old[:2] != (st.st_size, st.st_mtime_ns)) and st.st_size <= limit:
+            out[path] = (path.read_bytes(), old[2] if old else frozenset())
+    return out
+
+
+def problems(command: str, name: str, cls: str, outcome: Outcome, root: Path) -> list[str]:
+    """Every invariant the case broke, in words (empty: it held them all)."""
+    found = []
+    expected = frozenset({control(command, name)}) if cls == CONTROL_CASE else cell(command, name, cls)
+    assert not isinstance(expected, str)
+    if outcome.code not in expected:
+        last = outcome.err.strip().splitlines()[-1:] or [""]
+        found.append(f"exit {outcome.code}, documented {sorted(expected)}: {last[0][:300]}")
+    elif outcome.code == 2 and expected == {2}:
+        named = input_for(command, name).file(root)
+        if named.name not in outcome.err:
+            found.append(f"exit 2 without naming {named.name}: {outcome.err.strip()[:300]}")
+    streams = outcome.out + outcome.err
+    if TERMINAL_CONTROL.search(streams):
+        bad = sorted({repr(c) for c in TERMINAL_CONTROL.findall(streams)})
+        found.append(f"raw control characters on the terminal: {', '.join(bad)}")
+    for secret in SECRETS:
+        if secret in streams:
+            found.append(f"secret {secret[:8]}... on stdout/stderr")
+        for path, (data, held) in outcome.written.items():
+            if secret.encode() in data and secret not in held:
+                found.append(f"secret {secret[:8]}... written to {path.relative_to(root)}")
+    for path, (data, _held) in outcome.written.items():
+        text = data.decode("utf-8", "replace")
+        if path.suffix == ".md":
+            found += [f"{path.relative_to(root)}: {p}" for p in markdown_problems(text)]
+        elif path.suffix == ".html":
+            found += [f"{path.relative_to(root)}: {p}" for p in html_problems(text)]
+    if (root / "gatekeeper-pwned").exists():
+        found.append("a !!python tag in YAML ran its command")
+    found += target_problems(outcome.sent)
+    if outcome.peak_mib is not None and outcome.peak_mib > MEMORY_BOUND_MIB:
+        found.append(f"peak memory {outcome.peak_mib:.0f} MiB > {MEMORY_BOUND_MIB} MiB")
+    return found
+
+
+_OUR_HTML = ("<!-- gatekeeper", "<details>", "</details>", "<summary>", "</summary>", "<br>")
+MENTION = re.compile(r"(?<![\w\u200b])@(all|here|channel|everyone)\b")
+
+
+def markdown_problems(text: str) -> list[str]:
+    """Hostile markup that GitLab would act on: raw HTML, links out, images, mentions, quick actions."""
+    from markdown_it import MarkdownIt
+
+    found = []
+    tokens = _walk_tokens(MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(text))
+    for t in tokens:
+        if t.type in ("html_block", "html_inline") and not t.content.strip().startswith(_OUR_HTML):
+            found.append(f"raw HTML {t.content.strip()[:60]!r}")
+        if t.type == "link_open" and "evil.example" in str(t.attrs.get("href")):
+            found.append(f"a link to {t.attrs.get('href')}")
+        if t.type == "image":
+            found.append("an image")
+        if t.type == "text" and MENTION.search(t.content):
+            found.append(f"a mention in {t.content[:60]!r}")
+    code = {i for t in tokens if t.type in ("fence", "code_block") and t.map for i in range(*t.map)}
+    for i, line in enumerate(text.splitlines()):
+        if i not in code and line.lstrip().startswith(m.QUICK_ACTIONS):
+            found.append(f"a quick action line {line.strip()[:40]!r}")
+    return found
+
+
+def _walk_tokens(tokens: list) -> list:
+    out = []
+    for t in tokens:
+        out.append(t)
+        out += _walk_tokens(t.children or [])
+    return out
+
+
+def html_problems(text: str) -> list[str]:
+    found = []
+    for raw in (m.HTML_TAG, "<script>alert(1)</script>", 'href="https://evil.example', 'src="https://evil.example'):
+        if raw in text:
+            found.append(f"raw {raw!r}")
+    return found
+
+
+SLACK_SPECIAL = re.compile(r"<!(channel|here|everyone)>|<@U|<https://evil\.example")
+
+
+def slack_problems(payload: Any) -> list[str]:
+    texts: list[tuple[str, str]] = []
+
+    def collect(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                collect(v, f"{where}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                collect(v, f"{where}[{i}]")
+        elif isinstance(node, str):
+            texts.append((where, node))
+
+    collect(payload, "message")
+    found = []
+    for where, text in texts:
+        for hit in (*SLACK_SPECIAL.finditer(text), *MENTION.finditer(text)):
+            found.append(f"{where}: a Slack special or broadcast: {text[max(0, hit.start() - 20) : hit.end() + 5]!r}")
+    return found
+
+
+_GITLAB = re.compile(rf"^/api/v4/(user|projects/{PROJECT}/(merge_requests/{MR}/notes(/\d+)?|statuses/{SHA}))(\?.*)?$")
+
+
+def target_problems(sent: list[Any]) -> list[str]:
+    """Nothing goes to a project, merge request, commit or webhook other than the job's; what goes is escaped."""
+    found = []
+    for seen in sent:
+        if seen.path == HOOK_PATH:
+            found += slack_problems(seen.json())
+        elif _GITLAB.match(seen.path):
+            if seen.method in ("POST", "PUT") and seen.body and "notes" in seen.path:
+                found += [f"MR note: {p}" for p in markdown_problems(json.loads(seen.body).get("body", ""))]
+        else:
+            found.append(f"sent {seen.method} {seen.path}: not the job's project, merge request, commit or webhook")
+    return found
