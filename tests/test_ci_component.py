@@ -160,6 +160,57 @@ def test_per_stage_args_reach_only_their_stage() -> None:
         assert "GATEKEEPER_STAGE_ARGS" not in jobs[name]["variables"], name
 
 
+def _stage_call(job: dict[str, Any], tmp: Path, channel: str = "stable") -> tuple[list[str], dict[str, str], str]:
+    """Run the stage job's rounds step and stage command in bash with a fake ``gatekeeper``: (its argv, the
+    GATEKEEPER_BASELINE_* variables it saw, what the job printed)."""
+    bindir = tmp / "bin"
+    bindir.mkdir()
+    fake = bindir / "gatekeeper"
+    fake.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp}/argv"\nenv | grep "^GATEKEEPER_BASELINE_" > "{tmp}/env"\n'
+    )
+    fake.chmod(0o755)
+    rounds = _snippet(job, "script", '[ -n "${GATEKEEPER_ROUNDS_BASELINE:-}" ]')
+    command = _snippet(job, "script", 'gatekeeper stage "$GATEKEEPER_STAGE"')
+    env = {k: str(v) for k, v in job["variables"].items()} | {"CHANNEL": channel}
+    res = _run(f"soak=''\nrc=0\n{rounds}\n{command}\n", tmp, env, bindir)
+    assert res.returncode == 0, res.stderr
+    seen = dict(line.split("=", 1) for line in (tmp / "env").read_text().splitlines())
+    return (tmp / "argv").read_text().splitlines(), seen, res.stdout
+
+
+@pytest.mark.parametrize("baseline", ["gitlab:", "postgresql://gatekeeper@db.example.com/gatekeeper"])
+def test_performance_baseline_samples_in_rounds_against_the_gate_jobs_baseline(tmp_path: Path, baseline: str) -> None:
+    jobs = render(_include(baseline=baseline, max_processes=12, performance_baseline_args="--processes 4"), ROOT)
+    job = jobs["gatekeeper:performance_baseline"]
+    assert job["variables"]["GATEKEEPER_ROUNDS_BASELINE"] == jobs["gatekeeper:gate"]["variables"]["GATEKEEPER_BASELINE"]
+    argv, seen, said = _stage_call(job, tmp_path, "nightly")
+    head = ["stage", "performance_baseline", "--device", "auto", "--out", "artifacts/nightly", "--channel", "nightly"]
+    # the stage's own arguments come last, so a --max-processes there wins (argparse: the last one)
+    assert argv == [*head, "--baseline", baseline, "--max-processes", "12", "--processes", "4"]
+    # a gitlab: store reads this channel's performance_baseline job, where the gate job reads all four stages
+    assert seen == {
+        "GATEKEEPER_BASELINE_ARTIFACTS": "artifacts/nightly",
+        "GATEKEEPER_BASELINE_JOBS": "gatekeeper:performance_baseline: [nightly]",
+    }
+    assert f"samples in rounds against {baseline}, at most 12 processes" in said
+    for stage in ("verify_hip", "functional_test", "compatibility_check"):
+        assert "GATEKEEPER_ROUNDS_BASELINE" not in jobs[f"gatekeeper:{stage}"]["variables"], stage
+    assert render(_include(), ROOT)["gatekeeper:performance_baseline"]["variables"]["GATEKEEPER_MAX_PROCESSES"] == "20"
+
+
+def test_without_a_baseline_performance_baseline_runs_its_fixed_processes(tmp_path: Path) -> None:
+    job = render(_include(baseline="", performance_baseline_args="--processes 4"), ROOT)[
+        "gatekeeper:performance_baseline"
+    ]
+    argv, seen, said = _stage_call(job, tmp_path)
+    assert argv[-2:] == ["--processes", "4"]
+    assert "--baseline" not in argv
+    assert "--max-processes" not in argv
+    assert seen == {}
+    assert "rounds" not in said
+
+
 # ---------------------------------------------------------------- the nightly wheel
 
 

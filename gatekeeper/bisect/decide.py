@@ -2,16 +2,26 @@
 
 ``decide`` is the one place where a comparison is decided and where processes
 are added while it is unknown (Pinpoint's "more attempts while the comparison
-is inconclusive", up to ``--max-processes`` per side). A different stopping
-rule (an always-valid sequential test) replaces this one function; the
-judges below and the search do not change.
+is inconclusive", up to ``--max-processes`` per side). Every time the judge is
+asked is a *look*, recorded as the (reference, candidate) rounds measured then.
+Looking again after more rounds until the answer suits is optional stopping:
+a fixed-sample test consulted at every look calls an unchanged candidate bad
+several times as often as its alpha says. So a sampled (performance) metric is
+judged by the sequential rule, ``gatekeeper.stats.sequential``, replayed on all
+the looks of this comparison (``StageJudge`` hands them to the gates' evaluation
+as the candidate's ``summary.sequential``, as ``performance_baseline`` records
+its own rounds): its regression, improvement and equivalence claims keep the
+gate's alpha whenever the loop stops, the gate's tolerance is its
+``min_effect``, and clear cases stop at the first look. Metrics without
+per-process samples (functional results, counts) stay pass/fail by their rule.
 
 Two judges:
 
 - ``StageJudge``: the candidate's stage result is evaluated by
   ``gatekeeper.evaluate.decide.evaluate`` (the gates' own code: rules,
-  ``gatekeeper.evaluate.judge`` for baseline comparisons, Holm across gates) with
-  the reference candidate's result as the baseline. A gate that fails is
+  ``gatekeeper.evaluate.judge`` for baseline comparisons, the sequential rule
+  on the looks so far, Holm across gates) with the reference candidate's result
+  as the baseline. A gate that fails is
   *bad*; one that is inconclusive (the statistical judge could not tell) is
   *unknown*; passes and warnings are *good*. "Bad" is relative to the
   reference: a gate that already fails on the reference itself does not make a
@@ -36,10 +46,12 @@ from gatekeeper.core.errors import InputError
 from gatekeeper.evaluate.decide import Inputs, evaluate
 from gatekeeper.evaluate.gates import Gates
 
-__all__ = ["CommandJudge", "Decision", "Judge", "Judgement", "StageJudge", "decide", "select_gates"]
+__all__ = ["CommandJudge", "Decision", "Judge", "Judgement", "Look", "StageJudge", "decide", "select_gates"]
 
 Decision = Literal["good", "bad", "unknown", "skip"]
+Look = tuple[int, int]  # (reference rounds, candidate rounds) measured when the judge was asked
 SKIP_CODE = 125
+POWER = 0.9  # the sequential rule's power at detect = 2 x the gate's tolerance (as performance_baseline's rounds)
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,7 @@ class Judgement:
     gates: tuple[dict[str, str], ...] = ()
     processes: int = 0
     reference_processes: int | None = None
+    looks: tuple[Look, ...] = ()  # every look of this comparison, this one last
 
     def record(self, reference: int | None) -> dict[str, Any]:
         """The decision as bisect.json keeps it."""
@@ -59,11 +72,14 @@ class Judgement:
             "gates": [dict(g) for g in self.gates],
             "processes": self.processes,
             "reference_processes": self.reference_processes,
+            "looks": [list(x) for x in self.looks],
         }
 
 
 class Judge(Protocol):
-    def __call__(self, candidate: Measured, reference: Measured | None) -> Judgement: ...
+    def __call__(self, candidate: Measured, reference: Measured | None, looks: Sequence[Look] = ()) -> Judgement:
+        """``looks``: the looks of this comparison so far, the current one last (empty: this is the only one)."""
+        ...
 
 
 def decide(
@@ -73,18 +89,29 @@ def decide(
     judge: Judge,
     add_round: Callable[[Measured], None],
     max_processes: int,
+    looks: Sequence[Look] = (),
+    on_look: Callable[[Judgement], None] | None = None,
 ) -> Judgement:
     """Decide ``candidate`` against ``reference``, adding processes while the judge says unknown.
 
-    While unknown, every side below ``max_processes`` whose process count is not
-    above the other side's gets one more round (a stage run, or a command run),
-    then the judge looks again at everything measured so far. At the budget the
-    answer stays unknown: the search treats that candidate like a skipped one
-    rather than guessing. Rounds already in bisect.json are reused by
-    ``add_round`` (``--resume``), so a resumed run asks for the same rounds again.
+    Each time the judge is asked, the rounds measured on both sides are a new
+    look, and the judge sees all the looks of this comparison (the sequential
+    rule's error rates depend on them). While unknown, every side below
+    ``max_processes`` whose process count is not above the other side's gets one
+    more round (a stage run, or a command run), then the judge looks again at
+    everything measured so far. At the budget the answer stays unknown: the
+    search treats that candidate like a skipped one rather than guessing.
+
+    ``looks``: the earlier looks of this same comparison (an interrupted one, from
+    bisect.json, on ``--resume``); ``on_look`` sees every undecided look before more
+    rounds are measured (the engine records it, so an interruption loses no look).
     """
+    seen: list[Look] = [(int(r), int(c)) for r, c in looks]
     while True:
-        judgement = judge(candidate, reference)
+        now = (len(reference.rounds) if reference is not None else 0, len(candidate.rounds))
+        if not seen or seen[-1] != now:
+            seen.append(now)
+        judgement = dataclasses.replace(judge(candidate, reference, tuple(seen)), looks=tuple(seen))
         if judgement.decision != "unknown":
             return judgement
         sides = [s for s in (reference, candidate) if s is not None]
@@ -92,6 +119,8 @@ def decide(
         if not below:
             why = f"still unknown with {candidate.processes()} processes (the budget, --max-processes {max_processes})"
             return dataclasses.replace(judgement, reason=f"{judgement.reason}; {why}")
+        if on_look is not None:
+            on_look(judgement)
         fewest = min(s.processes() for s in below)
         for side in below:
             if side.processes() == fewest:
@@ -104,7 +133,7 @@ class CommandJudge:
     def __init__(self, labels: Sequence[str]) -> None:
         self.labels = list(labels)
 
-    def __call__(self, candidate: Measured, reference: Measured | None) -> Judgement:
+    def __call__(self, candidate: Measured, reference: Measured | None, looks: Sequence[Look] = ()) -> Judgement:
         last = candidate.rounds[-1]
         code = last["exit_code"]
         label = self.labels[candidate.index]
@@ -151,13 +180,20 @@ def select_gates(gates: Gates, *, stage: str, metric: str | None, channel: str) 
 
 
 class StageJudge:
-    """The gates decide, with the reference candidate's result as the baseline."""
+    """The gates decide, with the reference candidate's result as the baseline.
 
-    def __init__(self, gates: Gates, *, stage: str, channel: str, labels: Sequence[str]) -> None:
+    ``max_processes``: the budget per side, the sequential rule's plan (its
+    information at the budget is what the spending is measured against).
+    """
+
+    def __init__(
+        self, gates: Gates, *, stage: str, channel: str, labels: Sequence[str], max_processes: int = 15
+    ) -> None:
         self.gates = gates
         self.stage = stage
         self.channel = channel
         self.labels = list(labels)
+        self.max_processes = max_processes
         self._own: dict[tuple[int, int], frozenset[str]] = {}
 
     def results(self, report: StageReport, baseline: StageReport | None) -> list[GateResult]:
@@ -184,7 +220,30 @@ class StageJudge:
             self._own[key] = frozenset(fails)
         return self._own[key]
 
-    def __call__(self, candidate: Measured, reference: Measured | None) -> Judgement:
+    def sampling(self, candidate: Measured, reference: Measured, looks: Sequence[Look]) -> dict[str, Any]:
+        """The looks as ``summary.sequential`` records them, per sampled metric: (reference, candidate) processes.
+
+        The rounds of a look are turned into each metric's own process counts (its
+        sample groups in those rounds), so the evaluation replays the rule on
+        exactly the samples it judges.
+        """
+        every = list(looks) or [(len(reference.rounds), len(candidate.rounds))]
+        names = {
+            name
+            for side in (candidate, reference)
+            for r in side.reports
+            if r is not None
+            for name, m in r.metrics.items()
+            if m.samples
+        }
+        per = {
+            name: [[_groups(reference, name, rb), _groups(candidate, name, rc)] for rb, rc in every]
+            for name in sorted(names)
+        }
+        plan = {"max_processes": self.max_processes, "power": POWER, "baseline_grows": True}
+        return {"sequential": True, "metrics": per, "plan": plan, "rounds": [list(x) for x in every]}
+
+    def __call__(self, candidate: Measured, reference: Measured | None, looks: Sequence[Look] = ()) -> Judgement:
         n = candidate.processes()
         rn = reference.processes() if reference is not None else None
         report = candidate.report()
@@ -192,6 +251,10 @@ class StageJudge:
             outcome = candidate.rounds[-1]["outcome"] if candidate.rounds else "did not run"
             return Judgement("bad", f"the stage wrote no result ({outcome})", processes=n, reference_processes=rn)
         base = reference.report() if reference is not None else None
+        if reference is not None and base is not None:
+            # The stage's own summary.sequential (if any) is about its own rounds: the looks here replace it.
+            sequential = self.sampling(candidate, reference, looks)
+            report = dataclasses.replace(report, summary={**report.summary, "sequential": sequential})
         results = self.results(report, base)
         known = self.own_failures(reference) if reference is not None else frozenset()
         shown = tuple(
@@ -215,3 +278,10 @@ class StageJudge:
             return Judgement("unknown", "no gate could judge this result (every one was skipped)", shown, n, rn)
         names = ", ".join(f"{r.name} {r.outcome.value}" for r in judged)
         return Judgement("good", f"{names}{versus}", shown, n, rn)
+
+
+def _groups(side: Measured, metric: str, rounds: int) -> int:
+    """Sample groups (processes) of ``metric`` in the first ``rounds`` rounds of ``side``."""
+    return sum(
+        len(r.metrics[metric].samples or ()) for r in side.reports[:rounds] if r is not None and metric in r.metrics
+    )

@@ -166,7 +166,9 @@ class _Bisection:
         gates = select_gates(
             load_gates_text(text, str(path)), stage=self.opts.stage, metric=self.opts.metric, channel=self.channel()
         )
-        self.judge = StageJudge(gates, stage=self.opts.stage, channel=self.channel(), labels=[])
+        self.judge = StageJudge(
+            gates, stage=self.opts.stage, channel=self.channel(), labels=[], max_processes=self.opts.max_processes
+        )
         return str(path), hashlib.sha256(text.encode()).hexdigest()
 
     # ------------------------------------------------------------------ document
@@ -300,11 +302,63 @@ class _Bisection:
         self.measured[i] = m
         return m
 
+    def record_decision(self, i: int, ref: int | None, j: Judgement) -> None:
+        """Keep ``j`` as candidate ``i``'s decision against ``ref`` (one per reference) until the next save."""
+        recorded_ref = None if isinstance(self.judge, CommandJudge) else ref
+        decisions = [d for d in self.entry(i)["decisions"] if d["reference"] != recorded_ref]
+        self.entry(i)["decisions"] = [*decisions, j.record(recorded_ref)]
+
+    def recorded(self, i: int, ref: int | None) -> dict[str, Any] | None:
+        """Candidate ``i``'s recorded decision against ``ref`` (from bisect.json on ``--resume``), if it has looks."""
+        recorded_ref = None if isinstance(self.judge, CommandJudge) else ref
+        m = self.measured[i]
+        reference = self.measured[ref] if ref is not None and recorded_ref is not None else None
+        for d in self.entry(i)["decisions"]:
+            looks = d.get("looks") or []
+            if d["reference"] != recorded_ref or not looks:
+                continue
+            last = looks[-1]
+            # only looks at rounds that are still all there (the rounds of bisect.json, reloaded and hash-checked)
+            if last[1] <= len(m.rounds) and last[0] <= (len(reference.rounds) if reference is not None else 0):
+                return d
+        return None
+
     def decide(self, i: int, ref: int | None) -> Judgement:
         m = self.measured[i]
         reference = self.measured[ref] if ref is not None else None
+        prior = self.recorded(i, ref) if self.opts.resume else None
+        if prior is not None and prior["decision"] in ("good", "bad"):
+            # Decided before the interruption: the same decision, not a new look at grown data (which would be
+            # a second chance, and a resumed bisection must follow the same path as an uninterrupted one).
+            j = Judgement(
+                prior["decision"],
+                prior["reason"],
+                tuple(dict(g) for g in prior.get("gates") or ()),
+                int(prior["processes"]),
+                prior.get("reference_processes"),
+                tuple((int(a), int(b)) for a, b in prior["looks"]),
+            )
+            self.emit(
+                Event(
+                    "decided",
+                    f"{self.cands[i].label}: {j.decision} (recorded: {j.reason})",
+                    self.cands[i].label,
+                    self.run_count(),
+                    decision=j.decision,
+                )
+            )
+            return j
+        earlier = [(int(a), int(b)) for a, b in prior["looks"]] if prior is not None else []
         try:
-            j = decide(m, reference, judge=self.judge, add_round=self.add_round, max_processes=self.opts.max_processes)
+            j = decide(
+                m,
+                reference,
+                judge=self.judge,
+                add_round=self.add_round,
+                max_processes=self.opts.max_processes,
+                looks=earlier,
+                on_look=lambda pending: self.record_decision(i, ref, pending),
+            )
         except InputError:
             if not isinstance(self.judge, CommandJudge) or not m.rounds:
                 raise
@@ -318,9 +372,7 @@ class _Bisection:
                 self.measured.pop(i, None)
             self.save()
             raise
-        recorded_ref = None if isinstance(self.judge, CommandJudge) else ref
-        decisions = [d for d in self.entry(i)["decisions"] if d["reference"] != recorded_ref]
-        self.entry(i)["decisions"] = [*decisions, j.record(recorded_ref)]
+        self.record_decision(i, ref, j)
         self.save()
         self.emit(
             Event(

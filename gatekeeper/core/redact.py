@@ -228,7 +228,12 @@ def redact(text: str, environ: Mapping[str, str] | None = None, extra: list[str]
     """``text`` with secret values and token shapes replaced by MASK."""
     env = os.environ if environ is None else environ
     values = [*(s for s in extra or () if s and len(s) >= _MIN_SECRET_LEN), *_secret_values(env)]
-    for value in sorted({f for v in values for f in _forms(v)}, key=len, reverse=True):
+    return _redact(text, sorted({f for v in values for f in _forms(v)}, key=len, reverse=True))
+
+
+def _redact(text: str, forms: list[str]) -> str:
+    """``redact`` with the secret values' forms found once (longest first)."""
+    for value in forms:
         if value in text:
             text = text.replace(value, MASK)
     for pattern, replacement in _PATTERNS:
@@ -241,12 +246,19 @@ def redact(text: str, environ: Mapping[str, str] | None = None, extra: list[str]
 
 def redact_obj(obj: Any, environ: Mapping[str, str] | None = None) -> Any:
     """A JSON-like value with every string (keys too) redacted; the structure is kept, so it stays valid."""
+    env = os.environ if environ is None else environ
+    # the environment's secret values are looked up once per document, not once per string
+    forms = sorted({f for v in _secret_values(env) for f in _forms(v)}, key=len, reverse=True)
+    return _redact_obj(obj, forms)
+
+
+def _redact_obj(obj: Any, forms: list[str]) -> Any:
     if isinstance(obj, str):
-        return redact(obj, environ)
+        return _redact(obj, forms)
     if isinstance(obj, Mapping):
-        return {(redact(k, environ) if isinstance(k, str) else k): redact_obj(v, environ) for k, v in obj.items()}
+        return {(_redact(k, forms) if isinstance(k, str) else k): _redact_obj(v, forms) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [redact_obj(v, environ) for v in obj]
+        return [_redact_obj(v, forms) for v in obj]
     return obj
 
 

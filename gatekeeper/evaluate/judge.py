@@ -43,7 +43,7 @@ def judge_gate(
     if min_effect is None:
         min_effect = abs(gate.pass_rule.number) if gate.pass_rule.relative else 0.02
     b, c = [list(p) for p in ref.samples or ()], [list(p) for p in got.samples or ()]
-    record = sequential if sequential and sequential.get("metric") == (got.base or _name(gate)) else None
+    record = _record_for(sequential, got.base or _name(gate))
     extra: dict[str, Any] = {}
     if record and record.get("sequential"):
         cmp, extra = _replay(record, b, c, better=better, alpha=gate.alpha, min_effect=min_effect, unit=got.unit)
@@ -89,6 +89,17 @@ def _name(gate: Gate) -> str:
     return gate.metric.partition(".")[2]
 
 
+def _record_for(sequential: Mapping[str, Any] | None, metric: str) -> Mapping[str, Any] | None:
+    """The sampling record of ``metric``: the record itself when it names that metric, or, when it samples several
+    metrics at once (``metrics``: each metric's own looks, as a bisection's rounds record them), that metric's looks."""
+    if not sequential:
+        return None
+    per = sequential.get("metrics")
+    if isinstance(per, Mapping) and isinstance(per.get(metric), list):
+        return {**sequential, "metric": metric, "looks": per[metric]}
+    return sequential if sequential.get("metric") == metric else None
+
+
 def _replay(
     record: Mapping[str, Any],
     b: list[list[float]],
@@ -103,22 +114,41 @@ def _replay(
     from gatekeeper.stats.sequential import Plan, compare_sequential
 
     planned = record.get("plan") or {}
-    counts = [int(x[1]) for x in record.get("looks") or () if isinstance(x, list | tuple) and len(x) == 2]
+    # A baseline that grew with the candidate (a bisection's reference) looked at its own count each time;
+    # a reused stored baseline counts once, with all its processes, at every look.
+    grows = bool(planned.get("baseline_grows"))
+    pairs = _pairs(record.get("looks"), len(b) if not grows else None)
     note = ""
-    if not counts or counts[-1] != len(c):  # a record that does not match the samples: one look (stricter)
+    if not pairs or pairs[-1] != (len(b), len(c)):  # a record that does not match the samples: one look (stricter)
         note = f"the recorded looks do not end at the {len(c)} processes judged; judged as a single look"
-        counts = [len(c)]
+        pairs = [(len(b), len(c))]
     plan = Plan(
         max_processes=max(int(planned.get("max_processes", len(c))), len(c), 3),
         better=better,
         alpha=alpha,
         min_effect=min_effect,
         power=float(planned.get("power", 0.9)),
+        baseline_grows=grows,
     )
-    looks = [(len(b), n) for n in counts[:-1]]
     stopped = str(record.get("stopped") or "")
-    cmp = compare_sequential(b, c, plan, looks, stopped=stopped + (f" ({note})" if note else ""), unit=unit)
-    return cmp, {"sequential": True, "looks": [[len(b), n] for n in counts], "detect": plan.target}
+    cmp = compare_sequential(b, c, plan, pairs[:-1], stopped=stopped + (f" ({note})" if note else ""), unit=unit)
+    return cmp, {"sequential": True, "looks": [list(x) for x in pairs], "detect": plan.target}
+
+
+def _pairs(looks: Any, baseline: int | None) -> list[tuple[int, int]]:
+    """The recorded (baseline, candidate) processes of every look; [] when they are not counts that only grow.
+    ``baseline``: the reused baseline's count, the same at every look."""
+    if not isinstance(looks, list | tuple):
+        return []
+    out: list[tuple[int, int]] = []
+    for x in looks:
+        if not (isinstance(x, list | tuple) and len(x) == 2 and all(type(v) is int and v >= 0 for v in x)):
+            return []
+        pair = (baseline if baseline is not None else x[0], x[1])
+        if out and (pair[0] < out[-1][0] or pair[1] < out[-1][1]):
+            return []
+        out.append(pair)
+    return out
 
 
 def holm_adjust(results: list[GateResult]) -> list[GateResult]:

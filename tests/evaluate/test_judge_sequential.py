@@ -87,3 +87,45 @@ def test_records_that_do_not_apply_or_do_not_match() -> None:
     wrong = _verdict(_perf(cand, _record([[10, 5], [10, 6]])))["latency-median"]  # 7 processes judged
     assert wrong.comparison["looks"] == [[10, 7]]
     assert "judged as a single look" in wrong.comparison["stopped"]
+
+
+def test_a_baseline_that_grew_with_the_candidate_is_replayed_on_its_own_counts() -> None:
+    # a bisection: both sides grew round by round, several sampled metrics at once (``metrics``)
+    cand = [[m * 1.12] * 30 for m in SPREAD]
+    base = BASE[:7]
+    plan = {"max_processes": 15, "power": 0.9, "baseline_grows": True}
+    record = {"sequential": True, "metrics": {"latency_ms": [[3, 3], [6, 6], [7, 7]]}, "plan": plan}
+    inputs = Inputs(
+        gates=parse_gates({"version": 1, "gates": GATES}),
+        reports={"performance_baseline": _perf(cand, record)},
+        baselines={"performance_baseline": _perf(base)},
+        channel="stable",
+        today=dt.date(2026, 12, 2),
+    )
+    r = {g.name: g for g in evaluate(inputs).gates}["latency-median"]
+    assert r.outcome is Outcome.FAIL
+    assert r.comparison["sequential"] is True
+    assert r.comparison["looks"] == [[3, 3], [6, 6], [7, 7]]  # the baseline's own count at every look
+    # the same samples judged at one look spend less: a smaller always-valid p-value than after three looks
+    one = dict(record, metrics={"latency_ms": [[7, 7]]})
+    inputs_one = dataclasses.replace(inputs, reports={"performance_baseline": _perf(cand, one)})
+    single = {g.name: g for g in evaluate(inputs_one).gates}["latency-median"]
+    assert single.comparison["p_value"] < r.comparison["p_value"]
+
+
+def test_hostile_or_mismatched_looks_are_one_look_not_a_crash() -> None:
+    cand = [[m * 1.06] * 30 for m in SPREAD]
+    plan = {"max_processes": 20, "baseline_grows": True}
+    for looks in (
+        [[10, 5], [11, 6], [10, 7]],
+        [[10, 5], [9, 7]],
+        [["10", 7]],
+        [[True, 7]],
+        "x",
+        [[10, 7, 1]],
+        [[-1, 7]],
+    ):
+        record = {"sequential": True, "metric": "latency_ms", "looks": looks, "plan": plan}
+        r = _verdict(_perf(cand, record))["latency-median"]
+        assert r.comparison["looks"] == [[10, 7]], looks
+        assert "judged as a single look" in r.comparison["stopped"]

@@ -59,6 +59,9 @@ def test_no_inputs_renders_valid_and_pinned(tmp_path: Path) -> None:
         assert job["variables"]["GATEKEEPER_INSTALL"] == "registry", name
         assert any('"gatekeeper-rocm==$GATEKEEPER_VERSION"' in line for line in job["before_script"]), name
     assert doc["gatekeeper:gate"]["variables"]["GATEKEEPER_BASELINE"] == "gitlab:"
+    # performance_baseline samples in rounds against the same store, within max_processes (a number input)
+    perf = doc["gatekeeper:performance_baseline"]["variables"]
+    assert (perf["GATEKEEPER_ROUNDS_BASELINE"], perf["GATEKEEPER_MAX_PROCESSES"]) == ("gitlab:", "20")
 
 
 def test_with_a_version_renders_valid_and_pinned(tmp_path: Path) -> None:
