@@ -15,7 +15,6 @@ nothing but listed torch operators.
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from gatekeeper.analyze.diagnosis import FailedCheck
 from gatekeeper.bisect.search import Found
 from gatekeeper.contract.stage_report import write_stage
 from gatekeeper.core import files
+from gatekeeper.core.escape import sh_join, sh_word
 
 if TYPE_CHECKING:
     from gatekeeper.bisect.engine import _Bisection
@@ -39,10 +39,10 @@ def write_repro_bundle(directory: Path, *, bisection: _Bisection, found: Found) 
     lines = ["#!/bin/sh", "# Recreate the first bad candidate and run what the bisection ran (generated).", "set -eu"]
     lines += b.provider.repro_steps(first)
     if opts.stage:
-        args = " ".join(shlex.quote(a) for a in b.runner.stage_args)
-        lines.append(f"python -m gatekeeper stage {shlex.quote(opts.stage)} --out repro-out {args}".rstrip())
+        args = " ".join(sh_word(a) for a in b.runner.stage_args)
+        lines.append(f"python -m gatekeeper stage {sh_word(opts.stage)} --out repro-out {args}".rstrip())
     else:
-        lines.append(shlex.join(opts.command))
+        lines.append(sh_join(opts.command))
     files.atomic_write(directory / "reproduce.sh", "\n".join(lines) + "\n")
     notes = [
         f"# Reproduce the first bad candidate: {first.label}",

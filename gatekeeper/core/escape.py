@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 from collections.abc import Iterable
 from urllib.parse import quote, urlsplit
 
@@ -42,6 +43,8 @@ __all__ = [
     "md_link",
     "md_text",
     "md_url",
+    "sh_join",
+    "sh_word",
     "slack_code",
     "slack_code_block",
     "slack_link",
@@ -205,3 +208,17 @@ def md_link(url: str | None, label: str) -> str:
 def html_text(text: object) -> str:
     """Text or an attribute value in HTML: redacted, then ``&<>"'`` as entities."""
     return html.escape(redact(str(text)))
+
+
+# ------------------------------------------------------------------ POSIX shell
+
+
+def sh_word(text: object) -> str:
+    """One shell word (``shlex.quote``) of redacted text: quoting turns ``'`` into ``'"'"'``, after which a
+    secret's shape (``{'Authorization': 'Bearer ...'}``) is no longer one the redactor knows."""
+    return shlex.quote(redact(str(text)))
+
+
+def sh_join(argv: Iterable[object]) -> str:
+    """A command line of redacted, quoted words (``shlex.join``)."""
+    return " ".join(sh_word(a) for a in argv)

@@ -19,6 +19,7 @@ from gatekeeper import cli
 from gatekeeper.bisect.providers.base import OUT, Candidate
 from gatekeeper.bisect.providers.image import ImageProvider, inspect_facts, version_key
 from gatekeeper.core.errors import InputError
+from tests.conftest import hardware_skip
 
 
 def _provider(tmp_path: Path, **kw) -> ImageProvider:
@@ -160,7 +161,7 @@ def _engine() -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(
-    _engine() is None, reason="no container engine answers on this machine (docker here is a client only)"
+    _engine() is None, reason=hardware_skip("no docker/podman engine", "none answers `info` on this machine")
 )
 def test_bisects_real_local_images(tmp_path, monkeypatch):  # pragma: no cover - runs only where an engine answers
     engine = _engine()

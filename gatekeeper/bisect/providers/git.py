@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ from typing import Any
 
 from gatekeeper.bisect.providers.base import Candidate, Prepared, Unavailable, clean_env
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import sh_word
 
 __all__ = ["GitProvider"]
 
@@ -157,9 +157,9 @@ class GitProvider:
     def repro_steps(self, candidate: Candidate) -> list[str]:
         where = f"../repro-{candidate.label}"
         return [
-            f"git fetch origin {shlex.quote(candidate.ref)} || true",
-            f"git worktree add --detach {shlex.quote(where)} {shlex.quote(candidate.ref)}",
-            f"cd {shlex.quote(where)}",
+            f"git fetch origin {sh_word(candidate.ref)} || true",
+            f"git worktree add --detach {sh_word(where)} {sh_word(candidate.ref)}",
+            f"cd {sh_word(where)}",
         ]
 
 
