@@ -47,7 +47,7 @@ def load_baseline(ctx: StageContext, spec: str | None) -> Baseline:
     """
     if not spec:
         return Baseline(None, "no --baseline store was given")
-    store = open_store(spec, os.environ)
+    store = open_store(spec, os.environ, missing_ok=True)  # a first run: the store does not exist yet
     like = StageReport(ctx.name, "passed", utc_now(), 0.0, ctx.environment, config=dict(ctx.config))
     try:
         record = store.latest_record(ctx.name, like, branch=baseline_branch(os.environ))

@@ -148,6 +148,11 @@ def test_without_a_usable_baseline_the_first_round_is_the_run(tmp_path: Path, mo
     assert "could not be read" in missing.note
     with pytest.raises(InputError):
         rounds.load_baseline(ctx, "nosuchstore:x")
+    # a pipeline's first run (make demo on a fresh checkout): the store it will record into does not exist yet
+    first = rounds.load_baseline(ctx, f"sqlite:{tmp_path / 'fresh' / 'history.db'}")
+    assert first.samples is None
+    assert first.note.startswith("no passed performance_baseline result") and "(first run" in first.note
+    assert not (tmp_path / "fresh").exists()  # reading never creates a store
 
 
 def test_round_options_are_checked(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
