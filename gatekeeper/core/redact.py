@@ -241,13 +241,23 @@ def redact(text: str, environ: Mapping[str, str] | None = None, extra: list[str]
 
 def redact_obj(obj: Any, environ: Mapping[str, str] | None = None) -> Any:
     """A JSON-like value with every string (keys too) redacted; the structure is kept, so it stays valid."""
+    env = os.environ if environ is None else environ
+    return _redact_tree(obj, _secret_values(env))  # the environment's secrets looked up once, not per string
+
+
+def _redact_tree(obj: Any, values: list[str]) -> Any:
     if isinstance(obj, str):
-        return redact(obj, environ)
+        return redact(obj, _NO_ENV, values)
     if isinstance(obj, Mapping):
-        return {(redact(k, environ) if isinstance(k, str) else k): redact_obj(v, environ) for k, v in obj.items()}
+        return {
+            (redact(k, _NO_ENV, values) if isinstance(k, str) else k): _redact_tree(v, values) for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple)):
-        return [redact_obj(v, environ) for v in obj]
+        return [_redact_tree(v, values) for v in obj]
     return obj
+
+
+_NO_ENV: Mapping[str, str] = {}
 
 
 def redact_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
