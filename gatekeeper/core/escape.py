@@ -14,8 +14,9 @@ gatekeeper goes through one function here, chosen by the reader of the output:
 - Terminal: control characters (escape sequences, carriage returns, bidi
   overrides) shown as ``\\xNN`` instead of being interpreted.
 - XML 1.0: characters the format cannot carry shown as ``\\xNN``.
+- POSIX shell (a generated script): each word single-quoted (``shlex.quote``).
 
-Every function for a rendered format (markdown, Slack, HTML) redacts its text first
+Every function for a rendered format (markdown, Slack, HTML, shell) redacts its text first
 (``gatekeeper.core.redact``): once escaped, a secret's shape is no longer one the
 redactor knows (``\\{'Authorization': ...``, ``&#x27;password&#x27;``), so the
 redaction of the written file or message would come too late.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 from collections.abc import Iterable
 from urllib.parse import quote, urlsplit
 
@@ -42,6 +44,8 @@ __all__ = [
     "md_link",
     "md_text",
     "md_url",
+    "shell",
+    "shell_join",
     "slack_code",
     "slack_code_block",
     "slack_link",
@@ -205,3 +209,17 @@ def md_link(url: str | None, label: str) -> str:
 def html_text(text: object) -> str:
     """Text or an attribute value in HTML: redacted, then ``&<>"'`` as entities."""
     return html.escape(redact(str(text)))
+
+
+# ------------------------------------------------------------------ shell
+
+
+def shell(text: object) -> str:
+    """One word of a generated shell script: redacted, then single-quoted (``shlex.quote``). Quoted first,
+    ``{'Authorization': 'Bearer ...'}`` becomes ``'{'"'"'Authorization'"'"': ...`` and no longer redacts."""
+    return shlex.quote(redact(str(text)))
+
+
+def shell_join(argv: Iterable[object]) -> str:
+    """A command line of words, each as ``shell`` writes it."""
+    return " ".join(shell(a) for a in argv)

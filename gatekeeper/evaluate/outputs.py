@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gatekeeper.contract.stage_report import junit_bytes
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
-from gatekeeper.core.escape import md_code_block, md_code_span, md_text, terminal, xml_text
+from gatekeeper.core.escape import md_code_block, md_code_span, md_text, shell_join, terminal, xml_text
 from gatekeeper.evaluate.point_gates import SweepTable, split_results, sweep_tables
 
 __all__ = ["OUTPUTS", "banner", "no_gpu_line", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
@@ -79,7 +78,7 @@ def reproduce_command(
         argv += ["--stages", ",".join(stages)]  # the other stages were left out on purpose: their gates skip
     if gates_ref:
         argv += ["--gates-ref", gates_ref]
-    return shlex.join([*argv, "--out", str(artifacts)])
+    return shell_join([*argv, "--out", str(artifacts)])  # redacted, then quoted (a verdict's gates_file is input)
 
 
 def to_markdown(v: Verdict, reproduce: str | None = None) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 from gatekeeper.bisect.providers.base import OUT, Candidate, Invocation, Prepared, Unavailable
 from gatekeeper.core import proc
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import shell
 from gatekeeper.core.redact import is_secret_name
 
 __all__ = ["ENGINES", "ImageProvider", "version_key"]
@@ -248,7 +248,7 @@ class ImageProvider:
 
     def repro_steps(self, candidate: Candidate) -> list[str]:
         engine = self.engine or "docker"
-        return [f"{engine} pull {shlex.quote(candidate.ref)}"]
+        return [f"{engine} pull {shell(candidate.ref)}"]
 
 
 class ContainerPrepared(Prepared):
