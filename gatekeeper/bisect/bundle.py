@@ -23,7 +23,7 @@ from gatekeeper.analyze.diagnosis import FailedCheck
 from gatekeeper.bisect.search import Found
 from gatekeeper.contract.stage_report import write_stage
 from gatekeeper.core import files
-from gatekeeper.core.escape import sh_join, sh_word
+from gatekeeper.core.escape import md_code_span, md_text, shell, shell_join
 
 if TYPE_CHECKING:
     from gatekeeper.bisect.engine import _Bisection
@@ -37,18 +37,19 @@ def write_repro_bundle(directory: Path, *, bisection: _Bisection, found: Found) 
     first, last = b.cands[found.first_bad], b.cands[found.last_good]
     directory.mkdir(parents=True, exist_ok=True)
     lines = ["#!/bin/sh", "# Recreate the first bad candidate and run what the bisection ran (generated).", "set -eu"]
-    lines += b.provider.repro_steps(first)
+    lines += b.provider.repro_steps(first)  # every value redacted, then quoted (escape.shell)
     if opts.stage:
-        args = " ".join(sh_word(a) for a in b.runner.stage_args)
-        lines.append(f"python -m gatekeeper stage {sh_word(opts.stage)} --out repro-out {args}".rstrip())
+        args = shell_join(b.runner.stage_args)
+        lines.append(f"python -m gatekeeper stage {shell(opts.stage)} --out repro-out {args}".rstrip())
     else:
-        lines.append(sh_join(opts.command))
+        lines.append(shell_join(opts.command))
     files.atomic_write(directory / "reproduce.sh", "\n".join(lines) + "\n")
+    # README.md renders as markdown (GitLab's artifact browser): a label or ref from bisect.json is a code span
     notes = [
-        f"# Reproduce the first bad candidate: {first.label}",
+        f"# Reproduce the first bad candidate: {md_code_span(first.label)}",
         "",
-        f"gatekeeper bisect --provider {opts.provider} found {first.ref} to be the first bad candidate "
-        f"(the last good one: {last.ref}).",
+        f"gatekeeper bisect --provider {md_text(opts.provider)} found {md_code_span(first.ref)} to be the first bad "
+        f"candidate (the last good one: {md_code_span(last.ref)}).",
         "",
         "- `reproduce.sh`: recreate its environment and run the same "
         + ("stage" if opts.stage else "command")

@@ -34,7 +34,7 @@ from gatekeeper.contract.bisect_report import fingerprint, read_bisect, write_bi
 from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.core import budgets, files
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import sh_join
+from gatekeeper.core.escape import shell_join
 from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["BisectOptions", "BisectResult", "Event", "run_bisect"]
@@ -557,7 +557,7 @@ class _Bisection:
     def signature_metric(self, first: Found) -> str:
         o = self.opts
         if not o.stage:
-            return f"command: {sh_join(o.command)}"[:200]
+            return f"command: {shell_join(o.command)}"[:200]
         if o.metric:
             return o.metric if o.metric.startswith(f"{o.stage}.") else f"{o.stage}.{o.metric}"
         decisions = self.entry(first.first_bad)["decisions"]

@@ -11,6 +11,7 @@ given. A round of a command is one run of it; its exit code is the measurement.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import statistics
 from collections.abc import Sequence
@@ -129,7 +130,9 @@ class Runner:
 
     def round_dir(self, prepared: Prepared, k: int) -> Path:
         c = prepared.candidate
-        return self.out / "candidates" / f"{c.index:04d}-{c.label}" / f"round{k}"
+        # the label is a name here, never a path (a resumed bisect.json is a file: "../x" stays under ``out``)
+        name = re.sub(r"[^A-Za-z0-9._+-]", "_", c.label)[:80]
+        return self.out / "candidates" / f"{c.index:04d}-{name}" / f"round{k}"
 
     def run(self, prepared: Prepared, k: int) -> tuple[dict[str, Any], StageReport | None]:
         """Round ``k`` of ``prepared``'s candidate: (its bisect.json record, its stage report or None)."""

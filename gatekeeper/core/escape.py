@@ -14,8 +14,9 @@ gatekeeper goes through one function here, chosen by the reader of the output:
 - Terminal: control characters (escape sequences, carriage returns, bidi
   overrides) shown as ``\\xNN`` instead of being interpreted.
 - XML 1.0: characters the format cannot carry shown as ``\\xNN``.
+- POSIX shell (a generated script): each word single-quoted (``shlex.quote``).
 
-Every function for a rendered format (markdown, Slack, HTML) redacts its text first
+Every function for a rendered format (markdown, Slack, HTML, shell) redacts its text first
 (``gatekeeper.core.redact``): once escaped, a secret's shape is no longer one the
 redactor knows (``\\{'Authorization': ...``, ``&#x27;password&#x27;``), so the
 redaction of the written file or message would come too late.
@@ -43,8 +44,8 @@ __all__ = [
     "md_link",
     "md_text",
     "md_url",
-    "sh_join",
-    "sh_word",
+    "shell",
+    "shell_join",
     "slack_code",
     "slack_code_block",
     "slack_link",
@@ -210,15 +211,15 @@ def html_text(text: object) -> str:
     return html.escape(redact(str(text)))
 
 
-# ------------------------------------------------------------------ POSIX shell
+# ------------------------------------------------------------------ shell
 
 
-def sh_word(text: object) -> str:
-    """One shell word (``shlex.quote``) of redacted text: quoting turns ``'`` into ``'"'"'``, after which a
-    secret's shape (``{'Authorization': 'Bearer ...'}``) is no longer one the redactor knows."""
+def shell(text: object) -> str:
+    """One word of a generated shell script: redacted, then single-quoted (``shlex.quote``). Quoted first,
+    ``{'Authorization': 'Bearer ...'}`` becomes ``'{'"'"'Authorization'"'"': ...`` and no longer redacts."""
     return shlex.quote(redact(str(text)))
 
 
-def sh_join(argv: Iterable[object]) -> str:
-    """A command line of redacted, quoted words (``shlex.join``)."""
-    return " ".join(sh_word(a) for a in argv)
+def shell_join(argv: Iterable[object]) -> str:
+    """A command line of words, each as ``shell`` writes it."""
+    return " ".join(shell(a) for a in argv)

@@ -10,7 +10,7 @@ from typing import Any
 
 from gatekeeper.contract.stage_report import junit_bytes
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
-from gatekeeper.core.escape import md_code_block, md_code_span, md_text, sh_join, terminal, xml_text
+from gatekeeper.core.escape import md_code_block, md_code_span, md_text, shell_join, terminal, xml_text
 from gatekeeper.evaluate.point_gates import SweepTable, split_results, sweep_tables
 
 __all__ = ["OUTPUTS", "banner", "no_gpu_line", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
@@ -78,7 +78,7 @@ def reproduce_command(
         argv += ["--stages", ",".join(stages)]  # the other stages were left out on purpose: their gates skip
     if gates_ref:
         argv += ["--gates-ref", gates_ref]
-    return sh_join([*argv, "--out", str(artifacts)])
+    return shell_join([*argv, "--out", str(artifacts)])  # redacted, then quoted (a verdict's gates_file is input)
 
 
 def to_markdown(v: Verdict, reproduce: str | None = None) -> str:

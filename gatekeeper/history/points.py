@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from gatekeeper.core import numbers
+
 __all__ = ["Levels", "MetricColumn", "decode_levels", "encode_levels", "metric_columns"]
 
 _DTYPE = np.dtype("<f8")
@@ -139,14 +141,18 @@ def metric_columns(
 
 
 def _numbers(lists: list[Sequence[Any]], total: int) -> np.ndarray:
-    """Every stored number, end to end; anything that is not a number is NaN (its row is left out)."""
+    """Every stored number, end to end; anything that is not a number the bounded reader accepts (a string, a
+    400-digit integer, a value outside its range: ``gatekeeper.core.numbers``) is NaN (its row is left out)."""
     try:
-        return np.fromiter(itertools.chain.from_iterable(lists), dtype=float, count=total)
-    except (TypeError, ValueError):
-        return np.asarray([_float(v) for g in lists for v in g], dtype=float)
+        values = np.fromiter(itertools.chain.from_iterable(lists), dtype=float, count=total)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer no float holds
+        values = np.asarray([_float(v) for g in lists for v in g], dtype=float)
+    with np.errstate(invalid="ignore"):
+        values[~((values >= numbers.MIN) & (values < numbers.MAX))] = math.nan
+    return values
 
 
 def _float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or numbers.problem(value):
         return math.nan
     return float(value)

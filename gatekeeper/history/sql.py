@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gatekeeper.contract.stage_report import Environment, StageReport, utc_now
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.redact import redact_obj
 from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, read_record
 
 if TYPE_CHECKING:
@@ -202,13 +203,20 @@ class SqlStore(BaselineStore):
 
     def _row(self, report: StageReport, info: RunInfo) -> tuple[Any, ...]:
         env = report.environment
-        project = (info.stack or {}).get("project") or self.project
+        # A store is a file like any other: a secret in a stage's message (the code under test wrote it) or in an
+        # imported line never reaches it (docs/security.md); every string is redacted as write_json does.
+        doc = redact_obj(report.to_dict())
+        stack = redact_obj(dict(info.stack or {}))
+        ref, commit, pipeline, verdict, tag = redact_obj(
+            [info.ref, info.commit, info.pipeline_id, info.verdict, info.tag]
+        )
+        project = stack.get("project") or self.project
         return (
             report.stage, report.status, env.channel, env.device_kind, env.arch, env.rocm_version, env.torch_version,
-            report.config.get("model"), info.ref, info.commit, info.pipeline_id, info.verdict,
-            info.recorded_at or utc_now(), json.dumps(env.to_dict(), sort_keys=True), json.dumps(report.to_dict()),
-            info.tag, json.dumps(dict(info.stack or {}), sort_keys=True), json.dumps(metric_points(report)),
-            json.dumps(dict(report.config), sort_keys=True, default=str), project,
+            doc["config"].get("model"), ref, commit, pipeline, verdict,
+            info.recorded_at or utc_now(), json.dumps(doc["environment"], sort_keys=True), json.dumps(doc),
+            tag, json.dumps(stack, sort_keys=True), json.dumps(metric_points(report)),
+            json.dumps(doc["config"], sort_keys=True, default=str), project,
         )  # fmt: skip
 
     # -- baselines ---------------------------------------------------------------------------------------
@@ -422,6 +430,7 @@ class SqlStore(BaselineStore):
             "INSERT INTO anchors (run, channel, device_kind, arch, set_by, reason, set_at, project) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        by, reason = redact_obj([by, reason])  # as every string a store writes (_row)
         with self._connect() as conn, self._transaction(conn):
             conn.execute(self._sql(insert), [run, env.channel, env.device_kind, env.arch, by, reason, when, project])
         return next(a for a in self.anchors() if a.run == run and a.set_at == when)

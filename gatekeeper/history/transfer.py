@@ -21,7 +21,7 @@ from typing import Any
 from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
-from gatekeeper.history import open_store
+from gatekeeper.history import Opening, open_store
 from gatekeeper.history.baseline import BaselineStore, RunInfo, unusable
 from gatekeeper.history.sql import SqlStore
 
@@ -80,16 +80,19 @@ def export_records(spec: str, out: Path) -> Transfer:
     return Transfer(len(lines) - anchors, anchors, tuple(skipped))
 
 
-def read_records(path: Path) -> tuple[list[tuple[StageReport, RunInfo]], list[dict[str, Any]]]:
+def read_records(
+    path: Path, *, project: str | None = None
+) -> tuple[list[tuple[StageReport, RunInfo]], list[dict[str, Any]]]:
     """The records and anchors of an export or spool file; the first line that does not parse is an input
-    error naming it (nothing is returned, so nothing is half imported)."""
+    error naming it (nothing is returned, so nothing is half imported). ``project``: the job's repository
+    (``CI_PROJECT_PATH``); a record that says it belongs to another is refused, never filed under it."""
     if not Path(path).is_file():
         raise InputError(
             path, "", "no such export or spool file", "pass a file 'gatekeeper history export' or a spool wrote"
         )
     records: list[tuple[StageReport, RunInfo]] = []
     anchors: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8", errors="strict") as fh:
+    with open(path, "rb") as fh:
         for number, text in enumerate(_lines(fh, path), start=1):
             if not text.strip():
                 continue
@@ -97,11 +100,11 @@ def read_records(path: Path) -> tuple[list[tuple[StageReport, RunInfo]], list[di
             if doc.get("schema") == ANCHOR_SCHEMA:
                 anchors.append(_anchor(doc, path, number))
             else:
-                records.append(_record(doc, path, number))
+                records.append(_record(doc, path, number, project))
     return records, anchors
 
 
-def _lines(fh: Any, path: Path) -> Iterator[str]:
+def _lines(fh: Any, path: Path) -> Iterator[bytes]:
     number = 0
     while True:
         text = fh.readline(_MAX_LINE + 1)
@@ -109,16 +112,16 @@ def _lines(fh: Any, path: Path) -> Iterator[str]:
             return
         number += 1
         if len(text) > _MAX_LINE:
-            raise InputError(path, f"line {number}", f"longer than {_MAX_LINE} characters", "is this an export file?")
+            raise InputError(path, f"line {number}", f"longer than {_MAX_LINE} bytes", "is this an export file?")
         yield text
 
 
-def _parse_line(text: str, path: Path, number: int) -> dict[str, Any]:
-    try:
-        doc = json.loads(text)
-    except ValueError as err:
+def _parse_line(text: bytes, path: Path, number: int) -> dict[str, Any]:
+    try:  # the strict reader of every JSON input: UTF-8, no duplicate key, bounded numbers and depth
+        doc = files.parse_json(text, path, what="record")
+    except InputError as err:
         raise InputError(
-            path, f"line {number}", f"not a JSON record: {err}", "fix or remove that line, then import again"
+            path, f"line {number}", f"not a JSON record: {err.problem}", "fix or remove that line, then import again"
         ) from None
     if not isinstance(doc, dict):
         raise InputError(path, f"line {number}", "a record must be a JSON object", "fix or remove that line")
@@ -138,17 +141,31 @@ def _parse_line(text: str, path: Path, number: int) -> dict[str, Any]:
     return doc
 
 
-def _record(doc: Mapping[str, Any], path: Path, number: int) -> tuple[StageReport, RunInfo]:
+def _record(doc: Mapping[str, Any], path: Path, number: int, project: str | None = None) -> tuple[StageReport, RunInfo]:
     info_doc = doc.get("info")
     problem = unusable(doc.get("report")) or ("no info object" if not isinstance(info_doc, dict) else None)
     if problem:
         raise InputError(path, f"line {number}", f"not a usable record: {problem}", "fix or remove that line")
     assert isinstance(info_doc, dict)  # narrowed above  # nosec B101
     fields = {k: v for k, v in info_doc.items() if k in RunInfo.__dataclass_fields__ and k != "run_id"}
+    stack = fields.get("stack")
+    bad = [k for k, v in fields.items() if k != "stack" and not isinstance(v, str | None)]
+    if stack is not None and not (isinstance(stack, dict) and all(isinstance(v, str | None) for v in stack.values())):
+        bad.append("stack")
+    if bad:
+        what = f"info.{bad[0]} is not {'an object of strings' if bad[0] == 'stack' else 'a string'}"
+        raise InputError(path, f"line {number}", f"not a usable record: {what}", "fix or remove that line")
     try:
-        return StageReport.from_dict(doc["report"]), RunInfo(**fields)
+        record = StageReport.from_dict(doc["report"]), RunInfo(**fields)
     except (TypeError, KeyError, ValueError, AttributeError) as err:
         raise InputError(path, f"line {number}", f"not a usable record: {err}", "fix or remove that line") from None
+    claimed = (record[1].stack or {}).get("project")
+    if project and claimed and claimed != project:  # docs/security.md, principle 1: never filed under another
+        raise InputError(
+            path, f"line {number}", f"a record of project {claimed!r}, this job is in project {project!r}",
+            "import a project's records in that project's job (or outside CI, where no project is set)",
+        )  # fmt: skip
+    return record
 
 
 def _anchor(doc: Mapping[str, Any], path: Path, number: int) -> dict[str, Any]:
@@ -161,7 +178,7 @@ def _anchor(doc: Mapping[str, Any], path: Path, number: int) -> dict[str, Any]:
 def import_records(source: str, into: str) -> Transfer:
     """Records (and anchors) from an export/spool file or another store into the store ``into``."""
     if Path(source).is_file() or source.endswith(".jsonl"):
-        records, anchors = read_records(Path(source))
+        records, anchors = read_records(Path(source), project=Opening().project)
         skipped: list[str] = []
     else:
         src = open_store(source)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.core.escape import sh_word
+from gatekeeper.core.escape import shell
 from gatekeeper.core.paths import cache_root
 
 __all__ = [
@@ -53,7 +53,7 @@ def cache_env(root: str | Path | None = None, environ: Mapping[str, str] | None 
 
 def export_lines(variables: Mapping[str, str]) -> str:
     """``export VAR='value'`` lines for ``eval "$(gatekeeper cache env)"`` in a CI job."""
-    return "".join(f"export {var}={sh_word(value)}\n" for var, value in variables.items())
+    return "".join(f"export {var}={shell(value)}\n" for var, value in variables.items())
 
 
 # ---------------------------------------------------------------- cache key

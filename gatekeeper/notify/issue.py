@@ -467,8 +467,14 @@ def notify_issue(
         payload = bisect_payload(doc, project=str(target or ""), links=links)
     else:
         from gatekeeper.contract.verdict import read_verdict
+        from gatekeeper.core.ci_context import PipelineContext
+        from gatekeeper.notify.alert import check_context
 
-        payload = verdict_payload(read_verdict(str(verdict)), project=str(target or ""), links=links)
+        read = read_verdict(str(verdict))
+        # a verdict of another pipeline, commit or merge request (an earlier one left in the artifacts) never
+        # comments on or closes an issue: exit 2, as notify gitlab and slack (docs/security.md, principle 3)
+        check_context(read, PipelineContext.from_env(env), str(verdict))
+        payload = verdict_payload(read, project=str(target or ""), links=links)
     if not target:
         log("gatekeeper: notify issue: CI_PROJECT_ID not set and no --project: not in a GitLab pipeline, nothing sent")
         return ExitCode.PASS

@@ -19,7 +19,7 @@ from gatekeeper.contract.stage_report import Check, Environment, StageReport, ut
 from gatekeeper.contract.verdict import Verdict
 from gatekeeper.core import proc
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import sh_join
+from gatekeeper.core.escape import shell_join
 from gatekeeper.evaluate.run import run_evaluate
 
 __all__ = ["PipelineOptions", "run_pipeline"]
@@ -117,7 +117,7 @@ def run_stage_process(
     name: str, options: PipelineOptions, environ: Mapping[str, str], log: Log = lambda _line: None
 ) -> int | None:
     argv = stage_argv(name, options)
-    log(f"\n== gatekeeper stage {name}: {sh_join(argv[1:])}")
+    log(f"\n== gatekeeper stage {name}: {shell_join(argv[1:])}")
     artifact = options.out / f"{name}.json"
     before = artifact.stat().st_mtime_ns if artifact.exists() else None
     result = proc.run_passthrough(argv, timeout=options.stage_timeout, env=environ)

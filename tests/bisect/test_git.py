@@ -11,9 +11,10 @@ import sys
 import pytest
 
 from gatekeeper import cli
-from gatekeeper.contract.bisect_report import read_bisect
+from gatekeeper.contract.bisect_report import read_bisect, write_bisect
 from tests.bisect.builders import commit_number, make_repo, slow_model_repo
 from tests.bisect.docs import documented
+from tests.security.matrix import markdown_problems
 
 # A bisection looking for a 20% step judges at half the step: "good" is then "within 10% of the good
 # candidate", which three processes show on a shared CPU, where the shipped +3% would need many more.
@@ -154,3 +155,38 @@ def test_without_git_the_provider_says_so(tmp_path, monkeypatch, capsys):
     assert cli.main([*argv, "--", "true"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["gatekeeper: <input>:--provider git: git is not installed; hint: install git (apt-get install git)"]
+
+
+def _finished(tmp_path, monkeypatch):
+    make_repo(tmp_path / "r", 5, lambda i: {"n.txt": str(i), "check.py": CHECK.format(bad_from=4)})
+    monkeypatch.chdir(tmp_path / "r")
+    out = tmp_path / "bisect"
+    argv = ["bisect", "--provider", "git", "--good", "first", "--bad", "main", "--out", str(out)]
+    assert cli.main([*argv, "--", sys.executable, "check.py"]) == 0
+    return out
+
+
+def test_a_resumed_bisect_json_names_nothing_that_is_run_or_rendered(tmp_path, monkeypatch, capsys):
+    # issue 23 matrix (bisect --resume of a bisect.json with hostile labels): repro/README.md rendered a label's
+    # HTML, links and quick actions, and reproduce.sh kept a secret the shell quoting hid from the redactor
+    out = _finished(tmp_path, monkeypatch)
+    doc = read_bisect(out / "bisect.json")
+    hostile = (
+        "<img src=x onerror=alert(1)> [a](https://evil.example)\n/approve {'Authorization': 'Bearer Tk-4n8m2b6v0c9x'}"
+    )
+    for c in doc["candidates"]:
+        c["label"] += f" {hostile}"
+    write_bisect(out / "bisect.json", doc)
+    capsys.readouterr()
+    assert cli.main(["bisect", "--resume", "--out", str(out)]) == 0
+    assert markdown_problems((out / "repro" / "README.md").read_text()) == []  # as GitLab renders it
+    assert "Tk-4n8m2b6v0c9x" not in (out / "repro" / "reproduce.sh").read_text()
+    # a ref that is an option to git (git log --output=FILE writes FILE) is refused, never given to git
+    doc = read_bisect(out / "bisect.json")
+    doc["candidates"][doc["result"]["last_good"]]["ref"] = f"--output={tmp_path / 'written-by-git'}"
+    write_bisect(out / "bisect.json", doc)
+    capsys.readouterr()
+    assert cli.main(["bisect", "--resume", "--out", str(out)]) == 0
+    assert "what changed could not be read: InputError:" in capsys.readouterr().out  # said, not obeyed
+    assert "is not a full commit SHA" in json.dumps(read_bisect(out / "bisect.json")["result"]["culprits"])
+    assert list(tmp_path.glob("written-by-git*")) == []  # git log and git diff each wrote one before

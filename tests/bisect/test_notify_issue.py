@@ -14,6 +14,7 @@ from gatekeeper import cli
 from gatekeeper.bisect import BisectOptions, run_bisect
 from gatekeeper.contract.bisect_report import write_bisect
 from gatekeeper.contract.verdict import GateResult, Outcome
+from gatekeeper.core.errors import InputError
 from gatekeeper.notify import resend
 from gatekeeper.notify.issue import LABEL, MARKER, notify_issue, parse_marker
 from tests.bisect.builders import make_repo
@@ -265,3 +266,24 @@ def test_cli_wiring_and_bad_input(bisected, tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "the bisection is running, not done" in err[0]
+
+
+def test_a_verdict_of_another_pipeline_never_comments_on_or_closes_an_issue(bisected, tmp_path):
+    # issue 23 matrix (notify issue --verdict, a verdict whose context names another pipeline): it closed the
+    # issue of a regression this pipeline never measured; now it is refused (exit 2) as notify gitlab refuses it
+    doc = _with_signature(
+        bisected, tmp_path / "stage.json", metric="performance_baseline.latency_ms", channel="nightly",
+        fingerprint="rocm/gfx90a",
+    )  # fmt: skip
+    gate = GateResult("latency-median", Outcome.PASS, "median +0.4%", "performance_baseline.latency_ms")
+    old = write_verdict(tmp_path, result="pass", channel="nightly", gates=[gate], context={"pipeline_id": "13"})
+    gl = FakeGitLab()
+    with FakeServer(route=gl.route) as srv:
+        env = {**_env(srv.url), "CI_PIPELINE_ID": "77"}
+        notify_issue(bisect=doc, environ=env, log=lambda _line: None)
+        seen = len(srv.seen)
+        with pytest.raises(InputError, match=r"context\.pipeline_id: the verdict was written in pipeline '13'"):
+            notify_issue(verdict=old, environ=env, log=lambda _line: None)
+        assert len(srv.seen) == seen  # nothing asked, nothing sent
+    assert gl.issues[0]["state"] == "opened"
+    assert gl.notes == {}

@@ -72,3 +72,16 @@ def test_a_record_with_a_number_that_is_not_a_level_is_left_out_of_that_metric()
     got = metric_columns(rows)
     assert list(got["m"].rows) == [0, 5]
     assert list(got["k"].rows) == [5]
+
+
+def test_a_number_the_bounded_reader_refuses_leaves_its_row_out_and_is_never_a_crash() -> None:
+    # issue 23 matrix (history changes, a store whose points hold a 400-digit integer): a float cannot hold it
+    # (OverflowError, exit 70 before); 1e300 is a float, but outside the range every reader accepts
+    rows = [
+        ({"m": [10.0, 10.1]}, None),
+        ({"m": [10**400, 10.0]}, None),
+        ({"m": [1e300, 10.0]}, None),
+        ({"m": [10.2, 10.3]}, None),
+    ]
+    got = metric_columns(rows)
+    assert list(got["m"].rows) == [0, 3]

@@ -97,3 +97,88 @@ def test_without_a_server_the_postgres_tests_skip_or_with_required_tools_fail(mo
     monkeypatch.setattr(postgres, "REQUIRED", True)
     with pytest.raises(pytest.fail.Exception, match="GATEKEEPER_REQUIRE_TOOLS=1 but no PostgreSQL server"):
         postgres.require()
+
+
+def _exported(tmp_path: Path, stack: dict[str, str] | None = None) -> str:
+    """One record of a real sqlite store, exported: its JSON line."""
+    from gatekeeper.history import RunInfo
+    from gatekeeper.history.transfer import export_records
+    from tests.support.release_history import day, environment, performance
+
+    spec = f"sqlite:{tmp_path / 'src.db'}"
+    store = open_store(spec, create=True)
+    r = performance(environment(), started_at=day(1))
+    store.save(r, RunInfo("main", "c0", "1", "pass", r.started_at, stack=stack))
+    export_records(spec, tmp_path / "ok.jsonl")
+    return (tmp_path / "ok.jsonl").read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_an_import_line_is_read_by_the_strict_json_reader_and_a_bad_one_imports_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 23 matrix (history import of a hostile export): a duplicated key was imported with the decoy dropped,
+    # bytes that are not UTF-8 and brackets nested 5,000 deep were exit 70
+    line = _exported(tmp_path)
+    doc = json.loads(line)
+    doc["report"]["duration_s"] = "__huge__"
+    cases = {
+        "dup": ('{"schema": "decoy", ' + line[1:], "duplicate key 'schema'"),
+        "bytes": (b"\xff\xfe\x00garbage\n", "not UTF-8 text"),
+        "deep": ("[" * 5000 + "]" * 5000, "JSON nested too deeply"),
+        "huge": (json.dumps(doc).replace('"__huge__"', "9" * 400), "report.duration_s is an integer of about 400"),
+        "ref": (line.replace('"ref": "main"', '"ref": 5'), "info.ref is not a string"),
+    }
+    for name, (text, problem) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        assert main(["history", "import", "--from", str(path), "--into", f"sqlite:{tmp_path / name}.db"]) == 2
+        err = _one_line(capsys)
+        assert f"{name}.jsonl:line 1: " in err, err
+        assert problem in err, err
+        assert not (tmp_path / f"{name}.db").exists()  # nothing imported, no store created
+
+
+def test_an_import_line_of_another_project_is_refused_in_a_job_of_this_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 23 matrix (history import, a spool line that names another project): the record was filed under that
+    # project in a shared store (its baselines, its anchors); the job's project decides (docs/security.md)
+    monkeypatch.delenv("CI_PROJECT_PATH", raising=False)
+    line = _exported(tmp_path, stack={"gatekeeper": "1", "project": "other/project"})
+    (tmp_path / "spool.jsonl").write_text(line + "\n", encoding="utf-8")
+    monkeypatch.setenv("CI_PROJECT_PATH", "ml/model")
+    assert (
+        main(["history", "import", "--from", str(tmp_path / "spool.jsonl"), "--into", f"sqlite:{tmp_path / 'a.db'}"])
+        == 2
+    )
+    err = _one_line(capsys)
+    assert "spool.jsonl:line 1: a record of project 'other/project', this job is in project 'ml/model'" in err
+    assert not (tmp_path / "a.db").exists()
+    monkeypatch.delenv("CI_PROJECT_PATH")  # outside CI (moving a team's history by hand) it keeps its project
+    assert (
+        main(["history", "import", "--from", str(tmp_path / "spool.jsonl"), "--into", f"sqlite:{tmp_path / 'b.db'}"])
+        == 0
+    )
+
+
+def test_a_secret_in_a_record_never_reaches_the_store_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 23 matrix (history import of a line with secret shapes in a check message): the store file held them;
+    # every string a store writes is redacted, as write_json redacts a JSON file (evaluate --record too)
+    from dataclasses import replace
+
+    from gatekeeper.contract.stage_report import Check
+    from gatekeeper.history import RunInfo
+    from tests.support.release_history import day, environment, performance
+
+    secret = "export DB_PASSWORD=Pw-db-9f3k2j1h7g {'Authorization': 'Bearer Bearer-hdr-5t7y9u1i3o'}"
+    r = performance(environment(), started_at=day(1))
+    r = replace(r, checks=(Check("timing", "failed", secret),), config={**r.config, "note": secret})
+    store = open_store(f"sqlite:{tmp_path / 's.db'}", create=True)
+    store.save(r, RunInfo("main", "c0", "1", "pass", r.started_at, stack={"image": secret}))
+    store.set_anchor("1", by=secret, reason=secret)  # an imported anchor line's, or --by/--reason
+    data = b"".join(p.read_bytes() for p in tmp_path.glob("s.db*"))
+    for value in ("Pw-db-9f3k2j1h7g", "Bearer-hdr-5t7y9u1i3o"):
+        assert value.encode() not in data
+    [(_, back)] = store.history("performance_baseline")
+    assert back.checks[0].message.startswith("export DB_PASSWORD=")  # the rest of the record as it was
+    assert back.metrics["latency_ms"].value == r.metrics["latency_ms"].value

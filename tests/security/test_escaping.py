@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import tempfile
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -15,7 +16,7 @@ from gatekeeper.analyze.render import render as render_diagnosis
 from gatekeeper.contract.stage_report import Check, Environment, StageReport, write_junit
 from gatekeeper.core import escape
 from gatekeeper.core.redact import MASK
-from gatekeeper.evaluate.outputs import banner, to_junit, to_markdown
+from gatekeeper.evaluate.outputs import banner, reproduce_command, to_junit, to_markdown
 from gatekeeper.notify.gitlab_note import MARKER, commit_status, note_body
 from gatekeeper.notify.slack_message import build_message
 from tests.security import hostile
@@ -259,3 +260,18 @@ def test_slack_link_is_one_link_at_most(url: str, label: str) -> None:
     text = escape.slack_link(url, label)
     assert text.count("<") == text.count(">") <= 1
     assert not text.startswith("<") or re.fullmatch(r"<https?://[^<>|\s]+\|[^<>]*>", text)
+
+
+def test_a_shell_word_is_redacted_before_it_is_quoted() -> None:
+    # issue 23 matrix (report of a verdict whose gates_file holds a secret; bisect --resume of hostile labels):
+    # shlex.quote turns {'Authorization': 'Bearer X'} into '{'"'"'Authorization'"'"': ..., a shape the redactor of
+    # the written file no longer knows
+    secret = "g.yaml {'Authorization': 'Bearer Bearer-hdr-5t7y9u1i3o', 'PRIVATE-TOKEN': 'Ptk-hdr-2w4e6r8t0y'}"
+    for text in (
+        escape.shell(secret),
+        escape.shell_join(["gatekeeper", "--gates", secret]),
+        reproduce_command(artifacts="artifacts", gates=secret, channel="stable"),
+    ):
+        assert "Bearer-hdr-5t7y9u1i3o" not in text
+        assert "Ptk-hdr-2w4e6r8t0y" not in text
+    assert shlex.split(escape.shell_join(["a b", "c'd"])) == ["a b", "c'd"]  # still one word each

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -19,7 +20,7 @@ from typing import Any
 
 from gatekeeper.bisect.providers.base import Candidate, Prepared, Unavailable, clean_env
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import sh_word
+from gatekeeper.core.escape import shell
 
 __all__ = ["GitProvider"]
 
@@ -109,11 +110,12 @@ class GitProvider:
     def prepare(self, candidate: Candidate, workdir: Path) -> Prepared:
         import git
 
-        tree = workdir / f"tree-{candidate.index:04d}-{candidate.label}"
+        ref = _commit(candidate)
+        tree = workdir / f"tree-{candidate.index:04d}"
         if tree.exists():
             self._remove(tree)
         try:
-            self.repo.git.worktree("add", "--detach", str(tree), candidate.ref, kill_after_timeout=GIT_TIMEOUT_S)
+            self.repo.git.worktree("add", "--detach", str(tree), ref, kill_after_timeout=GIT_TIMEOUT_S)
         except git.GitCommandError as err:
             raise Unavailable(f"git worktree add failed: {_first_line(err.stderr or str(err))}") from None
         path = os.pathsep.join(p for p in (str(tree), _GATEKEEPER_ROOT, os.environ.get("PYTHONPATH", "")) if p)
@@ -135,14 +137,12 @@ class GitProvider:
 
     def changes(self, last_good: Candidate, first_bad: Candidate, facts: Mapping[int, Mapping[str, Any]]) -> dict:
         fmt = "%H%x1f%an%x1f%aI%x1f%s"
+        good, bad = _commit(last_good), _commit(first_bad)
         text = self.repo.git.log(
-            f"--format={fmt}",
-            f"--max-count={MAX_LOG + 1}",
-            f"{last_good.ref}..{first_bad.ref}",
-            kill_after_timeout=GIT_TIMEOUT_S,
+            f"--format={fmt}", f"--max-count={MAX_LOG + 1}", f"{good}..{bad}", kill_after_timeout=GIT_TIMEOUT_S
         )
         rows = [self._row(line) for line in text.splitlines() if line.strip()]
-        stat = self.repo.git.diff("--stat=120", last_good.ref, first_bad.ref, kill_after_timeout=GIT_TIMEOUT_S)
+        stat = self.repo.git.diff("--stat=120", good, bad, kill_after_timeout=GIT_TIMEOUT_S)
         lines = stat.splitlines()
         return {
             "kind": "commits",
@@ -155,12 +155,27 @@ class GitProvider:
         }
 
     def repro_steps(self, candidate: Candidate) -> list[str]:
-        where = f"../repro-{candidate.label}"
+        where = f"../repro-{_commit(candidate)[:10]}"
         return [
-            f"git fetch origin {sh_word(candidate.ref)} || true",
-            f"git worktree add --detach {sh_word(where)} {sh_word(candidate.ref)}",
-            f"cd {sh_word(where)}",
+            f"git fetch origin {shell(candidate.ref)} || true",
+            f"git worktree add --detach {shell(where)} {shell(candidate.ref)}",
+            f"cd {shell(where)}",
         ]
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _commit(candidate: Candidate) -> str:
+    """The candidate's commit as git is given it: a full SHA, as ``candidates`` lists it. A resumed bisect.json
+    is a file: a ref there like ``--output=PATH`` would be an option to git (it writes that file), never a ref."""
+    if not _SHA.fullmatch(candidate.ref):
+        raise InputError(
+            None, f"bisect.json candidates[{candidate.index}].ref",
+            f"{candidate.ref[:80]!r} is not a full commit SHA (the git provider records only those)",
+            "do not edit bisect.json by hand; start the bisection again in a new --out",
+        )  # fmt: skip
+    return candidate.ref
 
 
 def _first_line(text: str) -> str:

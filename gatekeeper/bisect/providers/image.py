@@ -30,7 +30,7 @@ from typing import Any
 from gatekeeper.bisect.providers.base import OUT, Candidate, Invocation, Prepared, Unavailable
 from gatekeeper.core import proc
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import sh_word
+from gatekeeper.core.escape import shell
 from gatekeeper.core.redact import is_secret_name
 
 __all__ = ["ENGINES", "ImageProvider", "version_key"]
@@ -248,7 +248,7 @@ class ImageProvider:
 
     def repro_steps(self, candidate: Candidate) -> list[str]:
         engine = self.engine or "docker"
-        return [f"{engine} pull {sh_word(candidate.ref)}"]
+        return [f"{engine} pull {shell(candidate.ref)}"]
 
 
 class ContainerPrepared(Prepared):

@@ -50,7 +50,7 @@ from packaging.version import InvalidVersion, Version
 from gatekeeper.bisect.providers.base import Candidate, Prepared, Unavailable, clean_env
 from gatekeeper.core import proc
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import sh_word
+from gatekeeper.core.escape import shell
 
 __all__ = ["PipProvider", "linked_closure"]
 
@@ -261,13 +261,13 @@ class PipProvider:
         }
 
     def repro_steps(self, candidate: Candidate) -> list[str]:
-        source = " ".join(sh_word(a) for a in self._source())
+        source = " ".join(shell(a) for a in self._source())
         torch = self._pinned.get("torch")
         lines = ["python -m venv --without-pip repro-venv"]
         if torch:
             lines.append(f"# the job's torch {torch} was made visible to the venv; installing it from the same source")
-            lines.append(f"python -m pip --python repro-venv/bin/python install {source} {sh_word('torch==' + torch)}")
-        spec = sh_word(f"{self.package}=={candidate.ref}")
+            lines.append(f"python -m pip --python repro-venv/bin/python install {source} {shell('torch==' + torch)}")
+        spec = shell(f"{self.package}=={candidate.ref}")
         lines += [f"python -m pip --python repro-venv/bin/python install {source} {spec}", ". repro-venv/bin/activate"]
         return lines
 
