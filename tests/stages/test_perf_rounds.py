@@ -151,7 +151,8 @@ def test_without_a_usable_baseline_the_first_round_is_the_run(tmp_path: Path, mo
     # a pipeline's first run (make demo on a fresh checkout): the store it will record into does not exist yet
     first = rounds.load_baseline(ctx, f"sqlite:{tmp_path / 'fresh' / 'history.db'}")
     assert first.samples is None
-    assert first.note.startswith("no passed performance_baseline result") and "(first run" in first.note
+    assert first.note.startswith("no passed performance_baseline result")
+    assert "(first run" in first.note
     assert not (tmp_path / "fresh").exists()  # reading never creates a store
 
 
