@@ -81,6 +81,7 @@ def _doc() -> dict:
             "last_good": 1,
             "note": "n",
             "culprits": [{"last_good": 1, "first_bad": 2, "exact": True, "unresolved": [], "changes": {}}],
+            "signature": {"metric": "command: true", "channel": None, "fingerprint": "any", "culprit": "git:b"},
         },
     }
 
@@ -104,6 +105,11 @@ def test_bisect_json_round_trips_and_the_reader_is_strict(tmp_path):
     refused(lambda d: d["result"].update(first_bad=9), "names candidate 9 of 4")
     refused(lambda d: d["candidates"][0]["decisions"][0].update(decision="probably"), "decision")
     refused(lambda d: d["request"].update(provider="svn"), "provider")
+    # what notify issue reads of a result is in the schema: a signature, and changes of the shapes it renders
+    # (without them a schema-valid bisect.json was exit 70 in notify issue: KeyError, AttributeError)
+    refused(lambda d: d["result"].pop("signature"), "signature")
+    refused(lambda d: d["result"]["culprits"][0].update(changes={"commits": [1]}), r"commits")
+    refused(lambda d: d["result"]["culprits"][0].update(changes={"installed": {"torch": "2.5"}}), r"installed")
     bad = _doc()
     bad["result"]["culprits"][0]["unresolved"] = [-1]
     with pytest.raises(InputError, match="names candidate"):

@@ -76,7 +76,10 @@ class Input:
 
     name: str
     path: str  # relative to the world root
-    fmt: str  # "json", "yaml", "text", "sqlite-row"
+    # "json", "jsonl" (one JSON document a line), "yaml", "text"; rows of a sqlite history store:
+    # "sqlite-row" (the stored reports of the newest run), "sqlite-series" (what change detection reads of
+    # every record), "sqlite-anchor" (the anchors set)
+    fmt: str
     roles: m.Roles = field(default_factory=m.Roles)
     what: str = ""
 
@@ -84,23 +87,51 @@ class Input:
         path = root / self.path
         if self.fmt == "json":
             return m.Doc(json.loads(path.read_text(encoding="utf-8")))
+        if self.fmt == "jsonl":
+            return m.Doc([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()])
         if self.fmt == "yaml":
             return m.Doc(yaml.safe_load(path.read_text(encoding="utf-8")))
         if self.fmt == "text":
             return m.Doc(path.read_text(encoding="utf-8"))
         if self.fmt == "sqlite-row":
             return m.Doc([json.loads(text) for _, text in _newest_rows(path)])
+        if self.fmt == "sqlite-series":
+            return m.Doc([{c: json.loads(v) for c, v in zip(SERIES_COLUMNS, row[1:], strict=True)}
+                          for row in _table(path, "results", SERIES_COLUMNS)])  # fmt: skip
+        if self.fmt == "sqlite-anchor":
+            return m.Doc(
+                [dict(zip(ANCHOR_COLUMNS, row[1:], strict=True)) for row in _table(path, "anchors", ANCHOR_COLUMNS)]
+            )
         raise AssertionError(self.fmt)
 
     def dump(self, root: Path, doc: m.Doc) -> None:
         path = root / self.path
         if self.fmt == "text":
             path.write_text(doc.data, encoding="utf-8")
+        elif self.fmt == "jsonl":
+            path.write_text("".join(_json(line, doc) + "\n" for line in doc.data), encoding="utf-8")
         elif self.fmt == "sqlite-row":
             rows = [rid for rid, _ in _newest_rows(path)]
             with sqlite3.connect(path) as conn:
                 for rid, data in zip(rows, doc.data, strict=True):
                     conn.execute("UPDATE results SET report = ? WHERE id = ?", (_json(data, doc), rid))
+            _checkpoint(path)
+        elif self.fmt == "sqlite-series":
+            # a changed record loses its summary (as one an older gatekeeper wrote has none): its columns are read
+            ids = [row[0] for row in _table(path, "results", SERIES_COLUMNS)]
+            sets = ", ".join(f"{c} = ?" for c in SERIES_COLUMNS)
+            with sqlite3.connect(path) as conn:
+                for rid, data in zip(ids, doc.data, strict=True):
+                    values = [_json(data[c], doc) for c in SERIES_COLUMNS]
+                    conn.execute(f"UPDATE results SET {sets} WHERE id = ?", (*values, rid))
+                    conn.execute("DELETE FROM results_series WHERE result_id = ?", (rid,))
+            _checkpoint(path)
+        elif self.fmt == "sqlite-anchor":
+            ids = [row[0] for row in _table(path, "anchors", ANCHOR_COLUMNS)]
+            sets = ", ".join(f"{c} = ?" for c in ANCHOR_COLUMNS)
+            with sqlite3.connect(path) as conn:
+                for rid, data in zip(ids, doc.data, strict=True):
+                    conn.execute(f"UPDATE anchors SET {sets} WHERE id = ?", (*(data[c] for c in ANCHOR_COLUMNS), rid))
             _checkpoint(path)
         elif self.fmt == "json":
             path.write_text(_json(doc.data, doc), encoding="utf-8")
@@ -140,6 +171,15 @@ def _checkpoint(db: Path) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
+
+
+SERIES_COLUMNS = ("points", "fingerprint", "stack", "config")  # JSON columns change detection reads of a record
+ANCHOR_COLUMNS = ("run", "channel", "device_kind", "arch", "set_by", "reason", "set_at")
+
+
+def _table(db: Path, table: str, columns: Iterable[str]) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(f"SELECT id, {', '.join(columns)} FROM {table} ORDER BY id").fetchall()
 
 
 def _newest_rows(db: Path) -> list[tuple[int, str]]:
@@ -228,6 +268,34 @@ INPUTS: dict[str, Input] = {
             m.Roles(frozenset({"eol_warning_days"}), frozenset({"note", "notes", "summary"})),
             "matrix.yaml (release dates, CVEs)",
         ),
+        Input(
+            "history series", "hist/changes.db", "sqlite-series",
+            m.Roles(frozenset({"latency_ms", "throughput", "batch_size"}),
+                    frozenset({"torch_version", "image", "gatekeeper", "model"}),
+                    {"channel": "nightly", "project": "other/project"}),
+            "what history changes reads of every record of a sqlite store (the medians, stack, configuration), "
+            "without the summary an older gatekeeper did not write",
+        ),
+        Input(
+            "anchor row", "hist/changes.db", "sqlite-anchor", m.Roles(frozenset(), frozenset({"set_by", "reason"})),
+            "the anchors set in a sqlite store (who, why)",
+        ),
+        Input(
+            "history export", "hist/export.jsonl", "jsonl",
+            m.Roles(STAGE_NUMBERS, STAGE_TEXTS | {"set_by", "reason", "image"}, {"project": "other/project"}),
+            "a history export or evaluate's history-spool.jsonl (beside the verdict, where stage jobs write)",
+        ),
+        Input(
+            "bisect result", "bisect/bisect.json", "json",
+            m.Roles(
+                frozenset({"exit_code", "duration_s", "processes", "timeout_s", "max_processes", "first_bad",
+                           "last_good", "run"}),
+                frozenset({"label", "subject", "author", "reason", "outcome", "note", "symptom", "metric", "culprit",
+                           "repro_bundle"}),
+                {"result.signature.project": OTHER_PROJECT, "result.signature.mr_iid": int(OTHER_MR)},
+            ),
+            "bisect.json of a finished bisection (the bisect job's --out, in its artifacts)",
+        ),
     )
 }  # fmt: skip
 
@@ -242,6 +310,7 @@ class Command:
     control: int  # its exit code on the valid world
     sends: bool = False  # talks to GitLab or Slack (the fake server)
     classes: tuple[str, ...] | None = None  # only these mutation classes (None: all)
+    cwd: str = ""  # where it runs, relative to the world (default: the world)
 
 
 COMMANDS: dict[str, Command] = {
@@ -313,8 +382,61 @@ COMMANDS: dict[str, Command] = {
              "{root}/state/nightly--performance_baseline.json", "--arch", "gfx90a"),
             ("history row", "breaker state"), 0,
         ),
+        Command(
+            "breaker reset",
+            ("breaker", "reset", "--channel", "nightly", "--job", "performance_baseline", "--state", "{root}/state",
+             "--by", "ann", "--reason", "runner fixed"),
+            ("breaker state",), 0,
+        ),
+        Command(
+            "history changes", ("history", "changes", "--history", "sqlite:{root}/hist/changes.db"),
+            ("history series", "anchor row"), 0,
+        ),
+        Command("history anchor", ("history", "anchor", "--history", "sqlite:{root}/hist/changes.db"), ("anchor row",), 0),
+        Command(
+            "history export",
+            ("history", "export", "--history", "sqlite:{root}/hist/history.db", "--out", "{root}/out/export.jsonl"),
+            ("history row",), 0,
+        ),
+        Command(
+            "history import",
+            ("history", "import", "--from", "{root}/hist/export.jsonl", "--into", "sqlite:{root}/out/imported.db"),
+            ("history export",), 0,
+        ),
+        Command(
+            "notify issue --bisect",
+            ("notify", "issue", "--bisect", "{root}/bisect/bisect.json", "--spool", "{root}/out/spool"),
+            ("bisect result",), 0, sends=True,
+        ),
+        Command(
+            "notify issue --verdict",
+            ("notify", "issue", "--verdict", "{root}/art/verdict.json", "--spool", "{root}/out/spool"),
+            ("verdict",), 0, sends=True,
+        ),
+        # A finished bisection resumed: every round is reused, nothing runs (a new candidate would run the command)
+        Command("bisect --resume", ("bisect", "--resume", "--out", "{root}/bisect"), ("bisect result",), 0, cwd="repo"),
     )
 }  # fmt: skip
+
+# Every command of the CLI (``gatekeeper --help``, down to its subcommands) is in COMMANDS or here, with why not
+# (test_matrix.py fails on a new command that is neither): "COMMAND" or "COMMAND: the mode that is not a case".
+UNCOVERED = {
+    "stage": "runs the code under test; what it writes is the matrix's stage artifact",
+    "pipeline": "runs every stage, then evaluate (whose inputs are evaluate's cases)",
+    "gpu-check": "runs every stage at GPU sizes (minutes of real work); it reads what its own stages wrote, and "
+    "gates.yaml through evaluate's reader (evaluate's gates file cases)",
+    "ab": "runs the stage for base and head in worktrees (minutes); it reads only what its own rounds wrote",
+    "bisect: a new bisection": "runs the command or stage on every candidate (the bisect job itself); "
+    "--resume of a finished bisection, which runs nothing again, is a case",
+    "doctor: this machine, doctor gitlab": "read the live machine's tools and GitLab's API, no file a job wrote; "
+    "a capture (--from) is a case",
+    "history anchor: --set": "writes an anchor; the run's records are read as history export reads them (cases)",
+    "cache key": "reads the machine's ROCm/CUDA installation, no file a job wrote",
+    "cache env": "prints variables, reads no file",
+    "cache stats": "reads the compiled-kernel cache (written by compilers in every job with the cache) by size, time "
+    "and an integrity check that never parses an entry (tests/kernel_cache/): not a case yet",
+    "cache prune": "deletes the least recently used kernel-cache files by size and time: not a case yet",
+}
 
 # Inputs whose file is not in the valid world of every case: copied in only for that input's cases.
 OPTIONAL = {"breaker marker": "templates/verify_hip.breaker.json"}
@@ -417,15 +539,101 @@ def build_world(root: Path, api: str, refused: str) -> None:
         (root / "templates").mkdir()
         write_marker(str(root / "templates"), "nightly", "verify_hip", "verify_hip skipped by its breaker", env)
         shutil.rmtree(root / "unused", ignore_errors=True)
+        _history_world(root, run)
+        _bisect_world(root, run)
     finally:
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(saved)
 
 
+def _history_world(root: Path, run: Any) -> None:
+    """A store whose latency moved by 30% with torch 2.6 and a new image (a change point, with what changed in
+    the stack), an anchor set on the first run after it, and its export (what history import reads)."""
+    from gatekeeper.history import RunInfo, open_store
+    from tests.support.release_history import day, environment, performance
+
+    spec = f"sqlite:{root / 'hist' / 'changes.db'}"
+    store = open_store(spec, create=True)  # as evaluate --record opens it: project = the job's CI_PROJECT_PATH
+    for k in range(1, 13):
+        newer = k > 6
+        report = performance(
+            environment(torch="2.6.0+rocm6.2" if newer else "2.5.1+rocm6.2"), started_at=day(k),
+            median_ms=26.0 if newer else 20.0,
+        )  # fmt: skip
+        stack = {"gatekeeper": "0.1.0", "image": f"rocm/pytorch:{'2.6' if newer else '2.5'}", "project": "ml/model"}
+        info = RunInfo(ref="main", commit=f"{k:040x}", pipeline_id=f"c{k}", verdict="pass",
+                       recorded_at=report.started_at, stack=stack)  # fmt: skip
+        store.save(report, info)
+    run("history", "anchor", "--history", spec, "--set", "c7", "--by", "ann", "--reason", "torch 2.6 is the baseline")
+    run("history", "export", "--history", spec, "--out", str(root / "hist" / "export.jsonl"))
+
+
+def _bisect_world(root: Path, run: Any) -> None:
+    """A real bisection, finished: a git repository of five commits whose fourth adds the file the command
+    fails on, bisected by ``gatekeeper bisect --provider git -- sh -c 'test ! -f bad'`` (milliseconds a run)."""
+    from tests.bisect.builders import make_repo
+
+    repo = root / "repo"
+    make_repo(repo, 5, lambda i: {"n.txt": f"{i}\n", **({"bad": "since commit 4\n"} if i >= 4 else {})})
+    shutil.rmtree(repo / ".git" / "hooks", ignore_errors=True)  # git's samples: copied for every case otherwise
+    cwd = Path.cwd()
+    os.chdir(repo)
+    try:
+        run("bisect", "--provider", "git", "--good", "HEAD~4", "--bad", "HEAD", "--out", str(root / "bisect"),
+            "--", "sh", "-c", "test ! -f bad")  # fmt: skip
+    finally:
+        os.chdir(cwd)
+
+
+def open_issues(root: Path) -> list[dict[str, Any]]:
+    """The regression issues the fake GitLab lists as ours (written by the token's user, with a valid marker):
+    the world's bisection's, and one for the metric its verdict fails, so notify issue updates, comments on or
+    closes them (what it sends is then checked, not only what it would create)."""
+    from gatekeeper.contract.bisect_report import fingerprint, read_bisect
+    from gatekeeper.contract.verdict import read_verdict
+    from gatekeeper.notify.issue import bisect_payload, render_description
+
+    doc = read_bisect(root / "bisect" / "bisect.json")
+    verdict = read_verdict(str(root / "art" / "verdict.json"))
+    failing = next(g for g in verdict.gates if g.outcome.value == "fail")
+    signature = {"metric": failing.metric, "channel": verdict.channel, "fingerprint": fingerprint(verdict.environment),
+                 "culprit": f"git:{OTHER_SHA}"}  # fmt: skip
+    seen = {
+        "signature": signature,
+        "culprits": [],
+        "rows": [],
+        "summary": {"run": 1, "candidates": 2},
+        "provider": "git",
+    }
+    return [
+        {"iid": 11, "state": "opened", "author": {"id": 1}, "title": "regression (bisected)",
+         "description": render_description(bisect_payload(doc, project=PROJECT, links={}))},
+        {"iid": 12, "state": "opened", "author": {"id": 1}, "title": "regression (seen by a verdict)",
+         "description": render_description(seen)},
+    ]  # fmt: skip
+
+
+# Parts of the world only some commands read: copied into a case only when its command names them (in its argv
+# or as its cwd), so the other cases do not pay for copying a git repository and two more stores.
+EXTRAS = ("repo", "bisect", "hist/changes.db", "hist/export.jsonl")
+
+
+def _extras_skipped(command: str) -> set[str]:
+    cmd = COMMANDS[command]
+    paths = [a.removeprefix("sqlite:") for a in cmd.argv]
+    return {e for e in EXTRAS if cmd.cwd != e and not any(p.startswith(f"{{root}}/{e}") for p in paths)}
+
+
 def make_case_world(template: Path, root: Path, command: str, name: str) -> Path:
     """A fresh copy of the world for one case; the input's file is there (an optional one copied in)."""
-    shutil.copytree(template, root, symlinks=True)
+    skipped = _extras_skipped(command)
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        here = Path(directory).relative_to(template)
+        return {n for n in names if (here / n).as_posix() in skipped}
+
+    shutil.copytree(template, root, symlinks=True, ignore=ignore)
     spec = input_for(command, name)
     if name in OPTIONAL:
         shutil.copy(root / OPTIONAL[name], root / spec.path)
@@ -442,7 +650,7 @@ def mutate(root: Path, command: str, name: str, cls: str, payload: Any, pool: Pa
     if klass.kind == "file":
         target = spec.file(root)
         if cls in ("truncated", "utf8-bom"):  # changes the valid file it finds
-            if spec.fmt == "sqlite-row":
+            if spec.fmt in m.SQLITE:
                 _checkpoint(target)
             m.FILE_WRITERS[cls](target)
             return
@@ -477,6 +685,7 @@ POLICY = {
     "analysis": "strict", "breaker state": "strict", "capture tools": "strict", "matrix file": "strict",
     "history row": "rows", "breaker marker": "ignored", "spool entry": "ignored", "alert state": "ignored",
     "log": "text", "capture": "text",
+    "history series": "rows", "anchor row": "rows", "history export": "strict", "bisect result": "strict",
 }  # fmt: skip
 
 # Cells that do not exist, with why (every other cell of COMMANDS x inputs x CLASSES is a case).
@@ -496,6 +705,8 @@ NOT_APPLICABLE = {
     ("alert state", "text"): "the alert state holds no free text (times, counts, booleans)",
     ("alert state", "context"): "keyed by channel:ref:job; another job's key is another job's state",
     ("breaker marker", "number"): "a marker has no number fields",
+    ("anchor row", "keys"): "an anchor is a table row: columns, no JSON keys",
+    ("anchor row", "context"): "the anchors table holds every channel's anchors: a row names its own, no job's",
 }
 
 # Cells whose documented code differs from their input's policy.
@@ -511,7 +722,16 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     # no store: evaluate's first run has none (its missing-data policy: the gate warns, --record creates it),
     # a command that only reads is told the path holds no store (exit 2)
     **{("evaluate", "history row", c): frozenset({3}) for c in ("empty", "dangling-symlink")},
-    **{(c, "history row", "empty"): frozenset({0}) for c in ("report", "matrix", "advise")},
+    **{(c, "history row", "empty"): frozenset({0}) for c in ("report", "matrix", "advise", "history export")},
+    **{(c, i, "empty"): frozenset({0}) for c, i in (("history changes", "history series"),
+                                                   ("history changes", "anchor row"), ("history anchor", "anchor row"))},
+    # an export of an empty store is an empty file: nothing to import
+    ("history import", "history export", "empty"): frozenset({0}),
+    # a record of another project than the job's is refused, never filed under it (docs/history.md)
+    ("history import", "history export", "context"): frozenset({2}),
+    # notify refuses a verdict of another pipeline, commit or merge request (gatekeeper notify --help), exit 2
+    **{(c, "verdict", "context"): frozenset({2})
+       for c in ("notify gitlab", "notify slack", "notify issue --verdict")},
     # advise takes a directory of state files too: an empty one holds no breaker
     ("advise", "breaker state", "directory"): frozenset({0}),
     # a capture file must be UTF-8 text (a log need not be)
@@ -520,13 +740,12 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     ("breaker status", "breaker state", "wrong-type"): frozenset({0}),
     # advise reads a state file's channel and state; a field it does not read is the breaker's to check
     ("advise", "breaker state", "string-number"): frozenset({0}),
-    # a capture file that is not a regular file is skipped like a missing one; a rocminfo.txt that names no
-    # agent (empty, garbage, collapsed) says nothing about the GPUs: a missing fact, never a failure (issue 28)
+    # a capture file that is not a regular file is skipped like a missing one (garbage in rocminfo.txt says
+    # nothing about agents: a fact not in the capture, exit 0 as for the text policy; docs/doctor.md)
     **{("doctor --from", "capture", c): frozenset({0})
        for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
     # a capture file holds at most 256 MiB
     ("doctor --from", "capture", "oversized"): frozenset({2}),
-    **{("doctor --from", "capture", c): frozenset({0}) for c in ("empty", "deep-nesting", "newline-free", "nul-bytes")},
     **{("doctor --from", "capture tools", c): frozenset({0})
        for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
 }  # fmt: skip
@@ -749,7 +968,10 @@ def slack_problems(payload: Any) -> list[str]:
     return found
 
 
-_GITLAB = re.compile(rf"^/api/v4/(user|projects/{PROJECT}/(merge_requests/{MR}/notes(/\d+)?|statuses/{SHA}))(\?.*)?$")
+_GITLAB = re.compile(
+    rf"^/api/v4/(user|projects/{PROJECT}/(merge_requests/{MR}/notes(/\d+)?|statuses/{SHA}|issues(/\d+(/notes)?)?))"
+    r"(\?.*)?$"
+)
 
 
 def target_problems(sent: list[Any]) -> list[str]:
@@ -759,8 +981,14 @@ def target_problems(sent: list[Any]) -> list[str]:
         if seen.path == HOOK_PATH:
             found += slack_problems(seen.json())
         elif _GITLAB.match(seen.path):
-            if seen.method in ("POST", "PUT") and seen.body and "notes" in seen.path:
-                found += [f"MR note: {p}" for p in markdown_problems(json.loads(seen.body).get("body", ""))]
+            if seen.method in ("POST", "PUT") and seen.body and ("/notes" in seen.path or "/issues" in seen.path):
+                sent_doc = json.loads(seen.body)
+                for key in ("body", "description"):  # a note's text, an issue's
+                    if isinstance(sent_doc.get(key), str):
+                        found += [f"{seen.path} {key}: {p}" for p in markdown_problems(sent_doc[key])]
+                title = str(sent_doc.get("title") or "")  # plain text, but GitLab still links mentions in it
+                if MENTION.search(title) or TERMINAL_CONTROL.search(title) or title.startswith("/"):
+                    found.append(f"{seen.path} title: {title[:80]!r}")
         else:
             found.append(f"sent {seen.method} {seen.path}: not the job's project, merge request, commit or webhook")
     return found

@@ -71,7 +71,9 @@ class Roles:
 
     numbers: frozenset[str] = frozenset()  # keys whose values are numbers (or lists of numbers)
     texts: frozenset[str] = frozenset()  # keys whose string values are free text that some output shows
-    context: dict[str, Any] = field(default_factory=dict)  # key -> a value that contradicts the job
+    # key -> a value that contradicts the job, set wherever the key is; a dotted path ("result.signature.project")
+    # plants the key at that place even where the valid document has none (a claim a file could add)
+    context: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Doc:
 
 
 MARK = "__GK_MUTATED_NUMBER__"
+SQLITE = ("sqlite-row", "sqlite-series", "sqlite-anchor")  # inputs that are rows of a sqlite history store
 
 
 def _walk(node: Any, keys: frozenset[str] | set[str]) -> Iterator[tuple[Any, Any]]:
@@ -142,9 +145,19 @@ def _texts(doc: Doc, roles: Roles, payload: str) -> int:
 
 def _context(doc: Doc, roles: Roles) -> int:
     n = 0
-    for parent, key in _walk(doc.data, set(roles.context)):
+    for parent, key in _walk(doc.data, {k for k in roles.context if "." not in k}):
         parent[key] = roles.context[key]
         n += 1
+    for path, value in roles.context.items():  # "a.b.key": planted there (in every row of a list), present or not
+        if "." in path:
+            *where, key = path.split(".")
+            for row in doc.data if isinstance(doc.data, list) else [doc.data]:
+                parent = row
+                for step in where:
+                    parent = parent.get(step) if isinstance(parent, dict) else None
+                if isinstance(parent, dict):
+                    parent[key] = value
+                    n += 1
     return n
 
 
@@ -324,10 +337,8 @@ CLASSES: dict[str, MutationClass] = {
         ),
         # A YAML file cut short is often still a valid document (with fewer gates): what catches that is the
         # gates' sha256 in the verdict and --gates-ref, not the parser; so JSON, sqlite and text only.
-        MutationClass(
-            "truncated", "file", "the valid file cut in the middle", formats=("json", "sqlite-row", "text")
-        ),
-        MutationClass("wrong-type", "file", "a list where an object belongs", formats=("json", "yaml", "sqlite-row")),
+        MutationClass("truncated", "file", "the valid file cut in the middle", formats=("json", "jsonl", *SQLITE, "text")),
+        MutationClass("wrong-type", "file", "a list where an object belongs", formats=("json", "jsonl", "yaml", *SQLITE)),
         MutationClass("yaml-alias-bomb", "file", "YAML aliases that expand to 9**9 nodes", formats=("yaml",)),
         MutationClass("yaml-python-tag", "file", "a !!python/object tag that would run a command", formats=("yaml",)),
         MutationClass("yaml-recursive-alias", "file", "an alias inside its own anchor", formats=("yaml",)),
