@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from gatekeeper.cli.terminal import write_controls
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.escape import terminal
 
@@ -36,7 +37,7 @@ class Printer:
 
     def _clear(self) -> None:
         if self.live:
-            self.stream.write("\r" + " " * self._width() + "\r")
+            write_controls(self.stream, "\r" + " " * self._width() + "\r")
             self.live = False
 
     def _width(self) -> int:
@@ -50,7 +51,7 @@ class Printer:
     def progress(self, text: str) -> None:
         text = terminal(text, newlines=False)
         if self.tty:
-            self.stream.write("\r" + text[: self._width()].ljust(self._width()))
+            write_controls(self.stream, "\r" + text[: self._width()].ljust(self._width()))
             self.live = True
         else:
             self.stream.write(text + "\n")
@@ -62,12 +63,14 @@ class Printer:
         if self.tty:
             return
         sid = "".join(ch if ch.isalnum() or ch in "_.-" else "_" for ch in name)[:60] or "candidate"
-        self.stream.write(f"{_ESC}section_start:{int(time.time())}:bisect_{sid}[collapsed=true]\r{_ESC}{header}\n")
+        write_controls(
+            self.stream, f"{_ESC}section_start:{int(time.time())}:bisect_{sid}[collapsed=true]\r{_ESC}{header}\n"
+        )
         self.section = sid
 
     def close(self) -> None:
         if self.section is not None and not self.tty:
-            self.stream.write(f"{_ESC}section_end:{int(time.time())}:bisect_{self.section}\r{_ESC}\n")
+            write_controls(self.stream, f"{_ESC}section_end:{int(time.time())}:bisect_{self.section}\r{_ESC}\n")
             self.stream.flush()
         self.section = None
 

@@ -49,6 +49,16 @@ class Guarded:
         return getattr(self._stream, name)
 
 
+def write_controls(stream: Any, text: str) -> None:
+    """Write ``text`` past ``Guarded``'s escaping (still redacted): only for text a command composed from its
+    own control sequences (GitLab's ``section_start`` markers, a live line's carriage return) and parts it has
+    already escaped with ``terminal``. Through ``Guarded`` those markers would show as ``\\x1b[0K`` and never
+    collapse."""
+    target = stream._stream if isinstance(stream, Guarded) else stream
+    target.write(text)
+    target.flush()
+
+
 def _write(stream: Any, text: str, end: str) -> None:
     stream.write(terminal(str(text)) + end)
     stream.flush()  # a child process (a stage) may write to the same terminal next

@@ -49,3 +49,21 @@ def test_a_ci_log_gets_one_collapsible_section_per_candidate():
     assert "section_start:" in text.splitlines()[1]
     assert ":bisect_abc[collapsed=true]" in text
     assert text.index("abc: good") < text.index("section_end:")
+
+
+def test_the_markers_survive_the_guarded_stdout_of_a_command():
+    """``cli.main`` wraps stdout in ``terminal.Guarded``, which shows control characters as ``\\xNN``: the
+    printer's own markers pass (GitLab collapses the sections), a label's escape sequence still does not."""
+    from gatekeeper.cli.terminal import Guarded
+
+    ci = io.StringIO()
+    _print(Guarded(ci))  # type: ignore[arg-type]
+    text = ci.getvalue()
+    assert text.count("\x1b[0Ksection_start:") == 2
+    assert text.count("\x1b[0Ksection_end:") == 2
+    assert "\\x1b[0K" not in text
+    assert "\x1b[31m" not in text
+    assert "\\x1b[31m" in text
+    tty = Tty()
+    _print(Guarded(tty))  # type: ignore[arg-type]
+    assert "\rbisect: candidate 1/~8: abc: round 1" in tty.getvalue()
