@@ -24,33 +24,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.sql import SCHEMA_VERSION, SERIES_TABLE, SqlStore
+from gatekeeper.history.sql import SCHEMA_VERSION, SERIES_TABLE, SqlStore, results_table
 
 __all__ = ["PostgresStore", "redact_url"]
 
 _CONNECT_TIMEOUT_S = 10
 _LOCK_ID = 0x6761_7465  # "gate": the advisory lock every gatekeeper takes while it migrates
-_V1 = """
-CREATE TABLE IF NOT EXISTS results (
-    id BIGSERIAL PRIMARY KEY,
-    stage TEXT NOT NULL,
-    status TEXT NOT NULL,
-    channel TEXT,
-    device_kind TEXT,
-    arch TEXT,
-    rocm_version TEXT,
-    torch_version TEXT,
-    model TEXT,
-    ref TEXT,
-    commit_sha TEXT,
-    pipeline_id TEXT,
-    verdict TEXT,
-    recorded_at TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    report TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS results_stage_time ON results (stage, recorded_at, id)
-"""
+_V1 = results_table("BIGSERIAL PRIMARY KEY")
 _V2 = """
 ALTER TABLE results ADD COLUMN IF NOT EXISTS tag TEXT;
 ALTER TABLE results ADD COLUMN IF NOT EXISTS stack TEXT;

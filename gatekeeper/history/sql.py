@@ -20,6 +20,7 @@ is read from ``results`` as before.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import math
@@ -35,7 +36,7 @@ from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInf
 if TYPE_CHECKING:
     from gatekeeper.history.points import Levels
 
-__all__ = ["SCHEMA_VERSION", "AnchorMark", "SeriesRow", "SqlStore", "metric_points"]
+__all__ = ["SCHEMA_VERSION", "AnchorMark", "SeriesRow", "SqlStore", "metric_points", "results_table"]
 
 SCHEMA_VERSION = 2
 _SCAN = 500  # rows examined for a comparable baseline before giving up
@@ -58,6 +59,31 @@ _SERIES_SUMMARY = (
     "COALESCE(s.config, results.config), CASE WHEN points IS NULL THEN report ELSE NULL END, s.names, s.data"
 )  # sqlite reaches a column stored after the report only by walking the report's pages: read none of them
 # for a record that has its summary (COALESCE and CASE stop at the first value they need)
+
+
+def results_table(id_column: str) -> str:
+    """Schema version 1 (the ``results`` table and its index) in a dialect: only the id column differs."""
+    return f"""
+CREATE TABLE IF NOT EXISTS results (
+    id {id_column},
+    stage TEXT NOT NULL,
+    status TEXT NOT NULL,
+    channel TEXT,
+    device_kind TEXT,
+    arch TEXT,
+    rocm_version TEXT,
+    torch_version TEXT,
+    model TEXT,
+    ref TEXT,
+    commit_sha TEXT,
+    pipeline_id TEXT,
+    verdict TEXT,
+    recorded_at TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    report TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_stage_time ON results (stage, recorded_at, id)
+"""
 
 
 @dataclass(frozen=True)
@@ -135,25 +161,27 @@ class SqlStore(BaselineStore):
     why_missing = ""  # why the last latest_record() returned None
     skipped: list[str]  # records the last latest_record() could not use
 
-    # -- hooks -------------------------------------------------------------------------------------------
+    # -- hooks (each dialect's store implements them) ------------------------------------------------------
+    @abc.abstractmethod
     def _connect(self) -> contextlib.AbstractContextManager[Any]:
-        raise NotImplementedError
+        """A connection, closed on exit."""
 
+    @abc.abstractmethod
     def _transaction(self, conn: Any) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError
+        """One write transaction on ``conn``: committed on exit, rolled back on an error."""
 
+    @abc.abstractmethod
     def where(self) -> str:
         """The store as a user named it, for messages (never a password)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _insert_id(self, conn: Any, insert: str, row: Sequence[Any]) -> int:
         """Insert one ``results`` row; its id."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _series_table(self, conn: Any, *, create: bool) -> bool:
         """Whether ``results_series`` exists; with ``create`` (inside a write transaction) make it first if
         this account may. Never fails a write."""
-        raise NotImplementedError
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _sql(self, text: str) -> str:

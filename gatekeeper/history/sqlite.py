@@ -24,33 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.sql import SCHEMA_VERSION, SERIES_TABLE, SqlStore
+from gatekeeper.history.sql import SCHEMA_VERSION, SERIES_TABLE, SqlStore, results_table
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
 _BUSY_MS = 30_000
 
-_V1 = """
-CREATE TABLE IF NOT EXISTS results (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    stage TEXT NOT NULL,
-    status TEXT NOT NULL,
-    channel TEXT,
-    device_kind TEXT,
-    arch TEXT,
-    rocm_version TEXT,
-    torch_version TEXT,
-    model TEXT,
-    ref TEXT,
-    commit_sha TEXT,
-    pipeline_id TEXT,
-    verdict TEXT,
-    recorded_at TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    report TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS results_stage_time ON results (stage, recorded_at, id)
-"""
+_V1 = results_table("INTEGER PRIMARY KEY AUTOINCREMENT")
 _V2 = """
 ALTER TABLE results ADD COLUMN tag TEXT;
 ALTER TABLE results ADD COLUMN stack TEXT;
