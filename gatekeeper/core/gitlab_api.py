@@ -162,3 +162,11 @@ def client_from_env(environ: Mapping[str, str] | None = None, **kwargs: Any) -> 
     if not api_url or not token:
         return None
     return GitLabClient(api_url=api_url, token=token, **kwargs)
+
+
+def no_client_line(command: str, what: str) -> str:
+    """What a command logs when ``client_from_env`` gave no client: ``what`` it did not write, and the fix."""
+    return (
+        f"gatekeeper: {command}: {TOKEN_VARIABLE} or CI_API_V4_URL not set: no {what} "
+        "(CI_JOB_TOKEN cannot write them; add a project access token with api scope as a masked variable)"
+    )

@@ -28,7 +28,7 @@ from gatekeeper.contract.verdict import VERDICT_SCHEMA, Verdict
 from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
-from gatekeeper.core.gitlab_api import TOKEN_VARIABLE, GitLabError, client_from_env
+from gatekeeper.core.gitlab_api import TOKEN_VARIABLE, GitLabError, client_from_env, no_client_line
 from gatekeeper.core.locking import LockTimeout, locked
 from gatekeeper.core.redact import redact
 from gatekeeper.notify import dedupe, spool
@@ -155,10 +155,7 @@ def notify_gitlab(
     alert = load_alert(verdict, analysis, env)
     client = client_from_env(env, timeout=(min(timeout, 5.0), timeout), retries=retries)
     if client is None:
-        log(
-            f"gatekeeper: notify gitlab: {TOKEN_VARIABLE} or CI_API_V4_URL not set: no MR note or commit status "
-            "(CI_JOB_TOKEN cannot write them; add a project access token with api scope as a masked variable)"
-        )
+        log(no_client_line("notify gitlab", "MR note or commit status"))
         return ExitCode.PASS
     project = job_project(env)
     if not project:

@@ -38,7 +38,7 @@ from gatekeeper.contract.bisect_report import fingerprint, signature_key
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.escape import ZWSP, md_code_span, md_link, md_text, terminal
 from gatekeeper.core.exitcodes import ExitCode
-from gatekeeper.core.gitlab_api import RETRY_STATUSES, TOKEN_VARIABLE, GitLabClient, GitLabError, client_from_env
+from gatekeeper.core.gitlab_api import RETRY_STATUSES, GitLabClient, GitLabError, client_from_env, no_client_line
 from gatekeeper.core.redact import redact
 from gatekeeper.notify import spool
 
@@ -480,10 +480,7 @@ def notify_issue(
         return ExitCode.PASS
     client = client_from_env(env, timeout=(min(timeout, 5.0), timeout), retries=retries)
     if client is None:
-        log(
-            f"gatekeeper: notify issue: {TOKEN_VARIABLE} or CI_API_V4_URL not set: no issue filed "
-            "(CI_JOB_TOKEN cannot write issues; add a project access token with api scope as a masked variable)"
-        )
+        log(no_client_line("notify issue", "issue filed"))
         return ExitCode.PASS
     try:
         for line in publish(client, payload):
