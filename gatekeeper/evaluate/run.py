@@ -14,7 +14,7 @@ from gatekeeper.contract.junit import JUnitSummary, expand, summarize
 from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import StageReport, read_artifacts
 from gatekeeper.contract.verdict import Verdict, write_verdict
-from gatekeeper.core import budgets, files
+from gatekeeper.core import budgets, digest, files
 from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.core.errors import InputError
 from gatekeeper.evaluate.anchors import load_references
@@ -172,31 +172,18 @@ def load_applied_gates(
 
 def provenance(gates_bytes: bytes, artifacts: Path, gates_ref: str | None = None) -> dict[str, object]:
     """What this verdict was computed from: gatekeeper's version, the gates file's and every artifact's sha256."""
-    import hashlib
-
     from gatekeeper import __version__
 
-    arts = {
-        p.name: _sha256(p) for p in sorted(Path(artifacts).glob("*")) if p.is_file() and p.suffix in (".json", ".xml")
-    }
+    found = [p for p in sorted(Path(artifacts).glob("*")) if p.is_file() and p.suffix in (".json", ".xml")]
+    arts = {p.name: digest.file_sha256(p) for p in found}
     for name in ("verdict.json", "gates.junit.xml"):  # this verdict's own outputs, from an earlier evaluate
         arts.pop(name, None)
     return {
         "gatekeeper_version": __version__,
-        "gates_sha256": hashlib.sha256(gates_bytes).hexdigest(),
+        "gates_sha256": digest.sha256(gates_bytes).hexdigest(),
         "gates_ref": gates_ref,
         "artifacts": arts,
     }
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def record_run(

@@ -11,7 +11,6 @@ so the next run rebuilds it, and the move is reported.
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +39,8 @@ def sqlite_problem(path: Path) -> str | None:
         return None  # an empty file is how SQLite starts a new database
     if head != SQLITE_MAGIC:
         return "not a SQLite database (bad header)"
+    import sqlite3  # here, not at the top: the commands that only name this module never load SQLite
+
     try:
         # immutable=1: never take a lock or create a journal beside a file we only inspect.
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, timeout=5)

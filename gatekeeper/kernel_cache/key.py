@@ -5,8 +5,6 @@ GitLab's cache: can keep it."""
 
 from __future__ import annotations
 
-import getpass
-import hashlib
 import json
 import os
 import platform
@@ -16,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.core.digest import sha256
 from gatekeeper.core.escape import shell
 from gatekeeper.core.paths import cache_root
 
@@ -112,7 +111,7 @@ def cache_key(fingerprint: Mapping[str, Any]) -> str:
     )
     git = (fingerprint.get("torch_git") or "nogit")[:8]
     archs = "_".join(fingerprint.get("gpu_archs") or []) or "noarch"
-    digest = hashlib.sha256(json.dumps(dict(fingerprint), sort_keys=True).encode()).hexdigest()[:12]
+    digest = sha256(json.dumps(dict(fingerprint), sort_keys=True).encode()).hexdigest()[:12]
     raw = f"py{fingerprint['python']}-torch{fingerprint['torch']}-{git}-{runtime}-{archs}-{digest}"
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)
 
@@ -125,6 +124,8 @@ HEADERS_SUBDIR = "inductor_pch"
 def _inductor_default_dir(tmpdir: str | None = None, user: str | None = None) -> Path:
     # Mirrors torch._inductor.runtime.cache_dir_utils.default_cache_dir().
     if user is None:
+        import getpass  # only here: its terminal modules are not loaded by every command
+
         try:
             user = getpass.getuser()
         except (KeyError, OSError):
