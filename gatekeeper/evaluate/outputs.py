@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.contract.stage_report import junit_bytes
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
 from gatekeeper.core.escape import md_code_block, md_code_span, md_text, shell_join, terminal, xml_text
 from gatekeeper.evaluate.point_gates import SweepTable, split_results, sweep_tables
@@ -198,35 +197,58 @@ def _point_cell(r: GateResult) -> str:
 
 
 def to_junit(v: Verdict) -> bytes:
-    from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
+    """gates.junit.xml: a test case per gate and per waived check, for GitLab's test report.
+
+    Written with the standard library's ElementTree (what junitparser builds on), not junitparser as the
+    stages' files are (``stage_report.write_junit``): importing junitparser looks its own version up among
+    the installed distributions (importlib.metadata, email, csv, socket), 1.5 MB of resident memory that
+    evaluate, which runs on every pipeline, would pay for one flat suite. The elements and attributes are
+    the ones junitparser writes; tests/evaluate/test_render.py reads the file back with junitparser.
+    """
+    from xml.etree import ElementTree as ET  # builds our own tree; never parses input  # nosec B405
 
     x = xml_text  # every string from a gate, a check or a waiver, so the file stays XML 1.0
-    suite = TestSuite("gatekeeper.gates")
-    suite.timestamp = x(v.generated_at)
+    cases: list[ET.Element] = []
+
+    def case(name: str, classname: str, result: tuple[str, str, str | None] | None, out: str | None) -> None:
+        el = ET.Element("testcase", {"name": x(name), "classname": classname})
+        if result is not None:
+            tag, message, kind = result
+            ET.SubElement(el, tag, {"message": x(message)} | ({"type": kind} if kind else {}))
+        if out is not None:
+            ET.SubElement(el, "system-out").text = x(out)
+        cases.append(el)
+
     for g in v.gates:
-        case = TestCase(x(g.name), classname="gatekeeper.gates")
-        detail = x(f"{g.reason}\nmetric: {g.metric}\nrule: {g.rule}\nseverity: {g.severity}, mode: {g.mode}")
+        detail = f"{g.reason}\nmetric: {g.metric}\nrule: {g.rule}\nseverity: {g.severity}, mode: {g.mode}"
         if g.blocking:
-            case.result = [Failure(x(g.reason[:500]), "gate")]
-            case.system_out = detail
+            case(g.name, "gatekeeper.gates", ("failure", g.reason[:500], "gate"), detail)
         elif g.outcome is Outcome.PASS:
-            case.system_out = detail
+            case(g.name, "gatekeeper.gates", None, detail)
         else:
             label = "advisory fail" if g.outcome is Outcome.FAIL else g.outcome.value
             if g.outcome is Outcome.WAIVED and g.waiver:
                 label = _waiver_text(g.waiver)
-            case.result = [Skipped(x(f"{label}: {g.reason}"[:1000]))]
-            case.system_out = detail
-        suite.add_testcase(case)
+            case(g.name, "gatekeeper.gates", ("skipped", f"{label}: {g.reason}"[:1000], None), detail)
     for w in v.waived_checks:
-        case = TestCase(x(f"{w.stage}.{w.check}"), classname="gatekeeper.waived")
-        case.result = [Skipped(x(_waiver_text(w.waiver)))]
-        case.system_out = x(w.message)
-        suite.add_testcase(case)
-    suite.update_statistics()
-    xml = JUnitXml()
-    xml.add_testsuite(suite)
-    return junit_bytes(xml)
+        case(f"{w.stage}.{w.check}", "gatekeeper.waived", ("skipped", _waiver_text(w.waiver), None), w.message)
+    counts = {tag: sum(1 for c in cases if c.find(tag) is not None) for tag in ("error", "failure", "skipped")}
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": "gatekeeper.gates",
+            "timestamp": x(v.generated_at),
+            "tests": str(len(cases)),
+            "errors": str(counts["error"]),
+            "failures": str(counts["failure"]),
+            "skipped": str(counts["skipped"]),
+            "time": "0",  # a gate has no duration; junitparser writes the sum of none as 0 too
+        },
+    )
+    suite.extend(cases)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="utf-8")
 
 
 def _waiver_text(w: Mapping[str, Any]) -> str:

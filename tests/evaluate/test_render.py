@@ -41,6 +41,45 @@ def test_junit_one_case_per_gate(tmp_path):
     assert (suite.tests, suite.failures, suite.skipped) == (3, 1, 2)
 
 
+def _junitparser_reference(v) -> bytes:
+    """The same file built with junitparser (how evaluate wrote it before it stopped importing junitparser)."""
+    from junitparser import Failure, Skipped, TestCase, TestSuite
+
+    from gatekeeper.contract.stage_report import junit_bytes
+    from gatekeeper.contract.verdict import Outcome
+    from gatekeeper.core.escape import xml_text as x
+    from gatekeeper.evaluate.outputs import _waiver_text
+
+    suite = TestSuite("gatekeeper.gates")
+    suite.timestamp = x(v.generated_at)
+    for g in v.gates:
+        case = TestCase(x(g.name), classname="gatekeeper.gates")
+        if g.blocking:
+            case.result = [Failure(x(g.reason[:500]), "gate")]
+        elif g.outcome is not Outcome.PASS:
+            label = "advisory fail" if g.outcome is Outcome.FAIL else g.outcome.value
+            label = _waiver_text(g.waiver) if g.outcome is Outcome.WAIVED and g.waiver else label
+            case.result = [Skipped(x(f"{label}: {g.reason}"[:1000]))]
+        case.system_out = x(f"{g.reason}\nmetric: {g.metric}\nrule: {g.rule}\nseverity: {g.severity}, mode: {g.mode}")
+        suite.add_testcase(case)
+    for w in v.waived_checks:
+        case = TestCase(x(f"{w.stage}.{w.check}"), classname="gatekeeper.waived")
+        case.result = [Skipped(x(_waiver_text(w.waiver)))]
+        case.system_out = x(w.message)
+        suite.add_testcase(case)
+    suite.update_statistics()
+    xml = JUnitXml()
+    xml.add_testsuite(suite)
+    return junit_bytes(xml)
+
+
+def test_junit_is_the_file_junitparser_writes():
+    from tests.security import hostile
+
+    for v in (_verdict(), _verdict(0.99), hostile.verdict()):
+        assert to_junit(v) == _junitparser_reference(v)
+
+
 def test_metrics_txt_format():
     text = to_metrics_txt(_verdict())
     assert text.splitlines()[0] == "gatekeeper_result 1"
