@@ -30,35 +30,42 @@ Handler = Callable[[argparse.Namespace], int]
 VERSION = f"gatekeeper {__version__}"
 
 
-def _commands() -> tuple[ModuleType, ...]:
-    """One module per command, in the order `gatekeeper --help` lists them.
+# command -> the module beside this file that defines it, in the order `gatekeeper --help` lists them.
+# tests/test_cli.py holds this table to what each module registers.
+COMMANDS = {
+    "stage": "stage",
+    "pipeline": "pipeline",
+    "gpu-check": "gpu_check",
+    "evaluate": "evaluate",
+    "ab": "ab",
+    "bisect": "bisect",
+    "report": "report",
+    "matrix": "matrix",
+    "advise": "advise",
+    "history": "history",
+    "doctor": "doctor",
+    "analyze": "analyze",
+    "notify": "notify",
+    "cache": "cache",
+    "breaker": "breaker",
+}
 
-    Imported here, not at the top: ``gatekeeper --version`` must answer from an install
-    without the dependencies (``pip install --no-deps``; tests/test_release.py).
+
+def _commands(only: str | None = None) -> tuple[ModuleType, ...]:
+    """The command modules: all of them, or ``only`` the one a command line names.
+
+    Imported here, not at the top: ``gatekeeper --version`` must answer from an install without the
+    dependencies (``pip install --no-deps``; tests/test_release.py). And one command imports only its own
+    module: evaluate, which runs on every pipeline, does not load what bisect, cache or notify need
+    (OpenSSL, SQLite, ...; benchmarks/README.md, "Evaluate over a large JUnit file").
     """
-    from gatekeeper.cli import (
-        ab,
-        advise,
-        analyze,
-        bisect,
-        breaker,
-        cache,
-        doctor,
-        evaluate,
-        gpu_check,
-        history,
-        matrix,
-        notify,
-        pipeline,
-        report,
-        stage,
-    )
+    import importlib
 
-    first = (stage, pipeline, gpu_check, evaluate, ab, bisect, report, matrix, advise, history)
-    return (*first, doctor, analyze, notify, cache, breaker)
+    names = [COMMANDS[only]] if only in COMMANDS else list(COMMANDS.values())
+    return tuple(importlib.import_module(f"{__name__}.{name}") for name in names)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gatekeeper",
         description="Quality gates and circuit breakers for PyTorch on ROCm, CUDA and CPU.",
@@ -67,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in _commands():
+    for command in _commands(only):
         command.add_parser(sub)
     return parser
 
@@ -88,7 +95,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if arguments == ["--version"]:
         terminal.out(VERSION)
         return ExitCode.PASS
-    parser = build_parser()
+    parser = build_parser(only=arguments[0] if arguments else None)
     try:
         args = parser.parse_args(arguments)
     except SystemExit as exit_:
