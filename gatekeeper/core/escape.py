@@ -28,7 +28,6 @@ them, and a code span would change how the text looks.
 
 from __future__ import annotations
 
-import html
 import re
 import shlex
 from collections.abc import Iterable
@@ -208,6 +207,8 @@ def md_link(url: str | None, label: str) -> str:
 
 def html_text(text: object) -> str:
     """Text or an attribute value in HTML: redacted, then ``&<>"'`` as entities."""
+    import html  # here, not at the top: its entity table (0.5 MB) is for the HTML writers alone
+
     return html.escape(redact(str(text)))
 
 
