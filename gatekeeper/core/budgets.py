@@ -69,7 +69,14 @@ def open_regular(path: str | Path, *, what: str = "file") -> IO[bytes]:
 def read_capped(path: str | Path, *, max_bytes: int, what: str = "file") -> bytes:
     """The bytes of a regular file of at most ``max_bytes``; InputError when it is larger."""
     with open_regular(path, what=what) as fh:
-        data = fh.read(max_bytes + 1)
+        # Ask for what the file holds, not for the cap: read(cap + 1) allocates a 256 MiB buffer for every small
+        # artifact, address space a container with strict overcommit may refuse. Then read on in bounded
+        # chunks, in case the file grew after fstat (or is one whose size fstat does not know).
+        ask = min(os.fstat(fh.fileno()).st_size, max_bytes) + 1
+        data = fh.read(ask)
+        while len(data) == ask <= max_bytes:  # a short read is the end of the file
+            ask = len(data) + min(1 << 20, max_bytes + 1 - len(data))
+            data += fh.read(ask - len(data))
     if len(data) > max_bytes:
         raise InputError(
             path, "", f"{what} is larger than {max_bytes // 2**20 or 1} MiB", "this is not a file gatekeeper wrote"

@@ -81,6 +81,52 @@ def test_a_json_artifact_over_its_cap_is_refused(tmp_path, monkeypatch, capsys):
     assert "functional_test.json" in capsys.readouterr().err
 
 
+def test_a_small_file_is_read_without_a_buffer_the_size_of_the_cap(tmp_path):
+    import tracemalloc
+
+    from gatekeeper.core.budgets import read_capped
+
+    path = tmp_path / "small.json"
+    path.write_bytes(b"{}" * 500)
+    tracemalloc.start()
+    try:
+        assert read_capped(path, max_bytes=256 * 2**20) == b"{}" * 500
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20  # read(cap + 1) asks for 256 MiB here
+
+
+@pytest.mark.parametrize("size", [0, 99, 100, 101, 5000])
+def test_the_cap_holds_at_its_edge(tmp_path, size):
+    from gatekeeper.core.budgets import read_capped
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * size)
+    if size <= 100:
+        assert read_capped(path, max_bytes=100) == b"x" * size
+    else:
+        with pytest.raises(InputError, match="larger than"):
+            read_capped(path, max_bytes=100)
+
+
+def test_a_file_that_grows_after_its_size_was_taken_is_still_capped(tmp_path, monkeypatch):
+    from gatekeeper.core import budgets
+
+    path = tmp_path / "growing"
+    path.write_bytes(b"x" * 10)
+    real_fstat = os.fstat
+
+    def fstat_then_grow(fd):
+        result = real_fstat(fd)
+        path.write_bytes(b"x" * 3000)  # what a writer appends between the fstat and the read
+        return result
+
+    monkeypatch.setattr(budgets.os, "fstat", fstat_then_grow)
+    with pytest.raises(InputError, match="larger than"):
+        budgets.read_capped(path, max_bytes=2000)
+
+
 @pytest.mark.parametrize("kind", ["fifo", "directory", "symlink loop", "dangling symlink"])
 def test_only_regular_files_are_read(tmp_path, kind):
     art = _artifacts(tmp_path)
