@@ -80,7 +80,8 @@ def _history(
     stack: Mapping[str, str | None] | None,
 ) -> None:
     from gatekeeper.history.changes import group_key, series_changes
-    from gatekeeper.history.sql import SeriesRow, SqlStore, metric_points
+    from gatekeeper.history.sql import SqlStore
+    from gatekeeper.history.sql_schema import SeriesRow, metric_points
 
     stage, _, name = metric.partition(".")
     report = reports.get(stage)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gatekeeper.history.points import MetricColumn, metric_columns
-from gatekeeper.history.sql import AnchorMark, SeriesRow
+from gatekeeper.history.sql_schema import AnchorMark, SeriesRow
 from gatekeeper.stats.changepoint import ALPHA, ChangePoint, level_changes
 
 __all__ = ["STACK", "Change", "find_changes", "group_key", "series_changes", "stack_diff", "stack_of"]

@@ -39,7 +39,7 @@ class Levels:
 
 
 def encode_levels(points: Mapping[str, Sequence[float]]) -> tuple[str, bytes] | None:
-    """(names as JSON, the summary as bytes) of a record's points (``sql.metric_points``: positive and
+    """(names as JSON, the summary as bytes) of a record's points (``sql_schema.metric_points``: positive and
     finite), or None when it has none."""
     names, rows = [], []
     for name, values in points.items():

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.sql import SCHEMA_VERSION, SERIES_TABLE, SqlStore, results_table
+from gatekeeper.history.sql import SCHEMA_VERSION, SqlStore
+from gatekeeper.history.sql_schema import SERIES_TABLE, results_table
 
 __all__ = ["PostgresStore", "redact_url"]
 

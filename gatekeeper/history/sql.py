@@ -23,131 +23,31 @@ from __future__ import annotations
 import abc
 import contextlib
 import json
-import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
-from gatekeeper.contract.stage_report import Environment, StageReport, utc_now
+from gatekeeper.contract.stage_report import StageReport, utc_now
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact_obj
 from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, read_record
+from gatekeeper.history.sql_schema import (
+    COLUMNS,
+    RECORD,
+    SERIES,
+    SERIES_SUMMARY,
+    SERIES_TABLE,
+    AnchorMark,
+    SeriesRow,
+    contradiction,
+    json_cached,
+    json_dict,
+    metric_points,
+)
 
-if TYPE_CHECKING:
-    from gatekeeper.history.points import Levels
-
-__all__ = ["SCHEMA_VERSION", "AnchorMark", "SeriesRow", "SqlStore", "metric_points", "results_table"]
+__all__ = ["SCHEMA_VERSION", "SqlStore"]
 
 SCHEMA_VERSION = 2
 _SCAN = 500  # rows examined for a comparable baseline before giving up
-
-COLUMNS = (
-    "stage", "status", "channel", "device_kind", "arch", "rocm_version", "torch_version", "model", "ref",
-    "commit_sha", "pipeline_id", "verdict", "recorded_at", "fingerprint", "report", "tag", "stack", "points", "config",
-    "project",
-)  # fmt: skip
-_RECORD = "id, ref, commit_sha, pipeline_id, verdict, recorded_at, report, tag, stack, channel"
-_SERIES = (
-    "id, stage, channel, device_kind, arch, rocm_version, model, ref, tag, commit_sha, pipeline_id, verdict, "
-    "recorded_at, fingerprint, stack, points, config, CASE WHEN points IS NULL THEN report ELSE NULL END, "
-    "NULL, NULL"
-)  # a report is read only for a row written before schema 2 had points
-SERIES_TABLE = "results_series"
-_SERIES_SUMMARY = (
-    "id, stage, channel, device_kind, arch, rocm_version, model, ref, tag, commit_sha, pipeline_id, verdict, "
-    "recorded_at, fingerprint, COALESCE(s.stack, results.stack), CASE WHEN s.data IS NULL THEN points END, "
-    "COALESCE(s.config, results.config), CASE WHEN points IS NULL THEN report ELSE NULL END, s.names, s.data"
-)  # sqlite reaches a column stored after the report only by walking the report's pages: read none of them
-# for a record that has its summary (COALESCE and CASE stop at the first value they need)
-
-
-def results_table(id_column: str) -> str:
-    """Schema version 1 (the ``results`` table and its index) in a dialect: only the id column differs."""
-    return f"""
-CREATE TABLE IF NOT EXISTS results (
-    id {id_column},
-    stage TEXT NOT NULL,
-    status TEXT NOT NULL,
-    channel TEXT,
-    device_kind TEXT,
-    arch TEXT,
-    rocm_version TEXT,
-    torch_version TEXT,
-    model TEXT,
-    ref TEXT,
-    commit_sha TEXT,
-    pipeline_id TEXT,
-    verdict TEXT,
-    recorded_at TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    report TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS results_stage_time ON results (stage, recorded_at, id)
-"""
-
-
-@dataclass(frozen=True)
-class AnchorMark:
-    """An anchor set on purpose: the run every ``compare: anchor`` gate of that stack is measured against."""
-
-    id: int
-    run: str  # the store's id of a pinned record (sqlite:12) or a pipeline id
-    channel: str | None
-    device_kind: str | None
-    arch: str | None
-    set_by: str
-    reason: str
-    set_at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class SeriesRow:
-    """One recorded stage result as change detection reads it: where it ran, when, and its metric points."""
-
-    row_id: int
-    stage: str
-    channel: str | None
-    device_kind: str | None
-    arch: str | None
-    rocm_version: str | None
-    model: str | None
-    ref: str | None
-    tag: str | None
-    commit: str | None
-    pipeline_id: str | None
-    verdict: str | None
-    recorded_at: str
-    environment: Mapping[str, Any] = field(default_factory=dict)
-    stack: Mapping[str, Any] = field(default_factory=dict)
-    points: Mapping[str, Sequence[float]] = field(default_factory=dict)
-    config: Mapping[str, Any] = field(default_factory=dict)
-    levels: Levels | None = None  # the points summarised (series(summaries=True)); then points may be empty
-
-    def info(self, store: str) -> RunInfo:
-        return RunInfo(
-            self.ref, self.commit, self.pipeline_id, self.verdict, self.recorded_at, f"{store}:{self.row_id}", self.tag
-        )
-
-
-def metric_points(report: StageReport) -> dict[str, list[float]]:
-    """Each metric's per-process medians (a metric without samples: its value), finite and positive only."""
-    import statistics
-
-    out: dict[str, list[float]] = {}
-    for name, m in report.metrics.items():
-        if m.samples:
-            values = [statistics.median(g) for g in m.samples if g]
-        elif m.value is not None:
-            values = [float(m.value)]
-        else:
-            continue
-        values = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v) and v > 0]
-        if values:
-            out[name] = values
-    return out
 
 
 class SqlStore(BaselineStore):
@@ -262,7 +162,7 @@ class SqlStore(BaselineStore):
             args.append(branch)
         self._scope(conds, args)
         where = " AND ".join(conds)
-        query = f"SELECT {_RECORD} FROM results WHERE {where} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        query = f"SELECT {RECORD} FROM results WHERE {where} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
         rows = self._rows(query, [*args, _SCAN])
         device = env.device_kind if env.arch in (None, env.device_kind) else f"{env.device_kind} {env.arch}"
         on = f", branch {branch}" if branch else ""
@@ -282,7 +182,7 @@ class SqlStore(BaselineStore):
         """The rows that parse (and, for a ``baseline``, hold only usable numbers), read one at a time;
         the others are named in ``skipped``."""
         for row_id, ref, commit, pipeline, verdict, at, text, tag, stack, channel in rows:
-            info = RunInfo(ref, commit, pipeline, verdict, at, f"{self.label}:{row_id}", tag, _json(stack) or None)
+            info = RunInfo(ref, commit, pipeline, verdict, at, f"{self.label}:{row_id}", tag, json_dict(stack) or None)
             report = self._parse(text, info, baseline=baseline, channel=channel)
             if report is not None:
                 yield info, report
@@ -296,7 +196,7 @@ class SqlStore(BaselineStore):
         raw = text if isinstance(text, (str, bytes, dict)) else None
         report, problem = read_record(raw, f"{self.where()} row {info.run_id}")
         if report is not None and channel is not None:
-            problem = _contradiction(report.to_dict(), channel)
+            problem = contradiction(report.to_dict(), channel)
         if report is None or problem:
             what = "baseline record" if baseline else "record"
             self.skipped.append(f"{what} {info.describe()} in {self.where()} skipped: {problem}")
@@ -312,7 +212,7 @@ class SqlStore(BaselineStore):
             conds.append("channel = ?")
             args.append(channel)
         self._scope(conds, args)
-        query = f"SELECT {_RECORD} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        query = f"SELECT {RECORD} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
         self.skipped = []
         return list(self._usable(self._rows(query, [*args, int(limit)]), baseline=False))
 
@@ -348,7 +248,7 @@ class SqlStore(BaselineStore):
         with self._connect() as conn:
             summaries = summaries and self._series_table(conn, create=False)
         source = f"results LEFT JOIN {SERIES_TABLE} s ON s.result_id = results.id" if summaries else "results"
-        columns = _SERIES_SUMMARY if summaries else _SERIES
+        columns = SERIES_SUMMARY if summaries else SERIES
         query = f"SELECT {columns} FROM {source} WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
         if newest is not None:
             query += " LIMIT ?"
@@ -365,7 +265,7 @@ class SqlStore(BaselineStore):
                 row[:18]
             )
             pts = points_of.get(rid, pts)
-            points, config = ({} if levels is not None else _json(pts)), _json_cached(cfg, texts)
+            points, config = ({} if levels is not None else json_dict(pts)), json_cached(cfg, texts)
             if levels is None and not points:  # a row written before schema 2: read its report once
                 parsed = self._parse(rep, RunInfo(ref, commit, pipeline, verdict, at, f"{self.label}:{rid}"))
                 if parsed is None:
@@ -386,8 +286,8 @@ class SqlStore(BaselineStore):
                     pipeline,
                     verdict,
                     at,
-                    _json_cached(env, texts),
-                    _json_cached(stack, texts),
+                    json_cached(env, texts),
+                    json_cached(stack, texts),
                     points,
                     config,
                     levels,
@@ -407,14 +307,14 @@ class SqlStore(BaselineStore):
 
     def records(self) -> Iterator[tuple[RunInfo, StageReport]]:
         """Every stored record, oldest first, with all it was recorded with (for ``history export``)."""
-        query = f"SELECT {_RECORD} FROM results ORDER BY recorded_at, id"  # noqa: S608 - constant column names  # nosec B608
+        query = f"SELECT {RECORD} FROM results ORDER BY recorded_at, id"  # noqa: S608 - constant column names  # nosec B608
         self.skipped = []
         yield from self._usable(self._rows(query, []), baseline=False)
 
     def run(self, run: str) -> list[tuple[RunInfo, StageReport]]:
         """The records of one run: ``LABEL:ID`` (one stage result) or a pipeline id (all its stages)."""
         prefix, _, number = run.partition(":")
-        cols = _RECORD
+        cols = RECORD
         conds: list[str] = []
         args: list[object] = []
         if prefix in ("sqlite", "postgresql", "postgres") and number.isdigit():
@@ -465,36 +365,3 @@ class SqlStore(BaselineStore):
 
     def anchor_records(self, mark: AnchorMark) -> list[tuple[RunInfo, StageReport]]:
         return self.run(mark.run)
-
-
-def _contradiction(doc: dict[str, Any], channel: str) -> str | None:
-    """A record whose stored report names another channel than the row it was found by is never obeyed."""
-    env = doc.get("environment")
-    claimed = env.get("channel") if isinstance(env, dict) else None
-    if claimed != channel:
-        return f"filed under channel {channel!r}, its stored report says {claimed!r}"
-    return None
-
-
-def _json_cached(text: Any, seen: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``_json``, once per distinct text (the rows then share one dict, which nothing writes to)."""
-    if not isinstance(text, str):
-        return _json(text)
-    got = seen.get(text)
-    if got is None:
-        got = seen[text] = _json(text)
-    return got
-
-
-def _json(text: Any) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def environment_of(row: SeriesRow) -> Environment:
-    return Environment.from_dict(row.environment) if row.environment else Environment(None, "", "")
