@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gatekeeper.analyze import structured
-from gatekeeper.analyze.classify import Classifier, open_log
+from gatekeeper.analyze.classify import Classifier
 from gatekeeper.analyze.diagnosis import (
     FailedCheck,
     FailureDiagnosis,
@@ -23,6 +23,7 @@ from gatekeeper.analyze.diagnosis import (
     failed_checks,
 )
 from gatekeeper.analyze.learned import LearnedModel, builtin_model
+from gatekeeper.analyze.logs import open_log
 from gatekeeper.analyze.render import FORMATS, render
 from gatekeeper.analyze.rules import CATEGORIES, RuleSet, load_rules
 from gatekeeper.contract.stage_report import read_artifacts

@@ -13,24 +13,19 @@ first, and the diagnosis counts them).
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
-import os
 import re
-import stat
-import sys
 import zlib
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from gatekeeper.analyze.rules import Rule, RuleSet, all_required_literals, required_literals
 from gatekeeper.core.errors import InputError
 
-__all__ = ["Classifier", "Evidence", "RuleMatch", "open_log"]
+__all__ = ["Classifier", "Evidence", "RuleMatch"]
 
 CHUNK_BYTES = 2 << 20  # bounds memory: the chunk, its lowercase copy and its keyword hits
 MAX_TEXT = 400  # characters of a matched line kept in the report
@@ -99,38 +94,6 @@ class Evidence:
     truncated: dict[str, int] = field(default_factory=dict)  # source -> bytes read when the budget ran out
     kept_bytes: dict[str, int] = field(default_factory=dict)  # source -> UTF-8 bytes of its tail and recent lines
     dropped_sources: int = 0  # sources whose tail and recent lines went for MAX_KEPT_BYTES
-
-
-@contextlib.contextmanager
-def open_log(path: str | Path) -> Iterator[BinaryIO]:
-    """A binary stream of a log file (``-`` is stdin); gzip is detected by its magic bytes."""
-    if str(path) == "-":
-        raw: BinaryIO = sys.stdin.buffer
-        if not hasattr(raw, "peek"):
-            raw = io.BufferedReader(raw)  # type: ignore[type-var]  # typeshed: stdin.buffer is BinaryIO, lacks readinto
-        yield _maybe_gzip(raw)
-        return
-    try:
-        # Not a with-statement here: open errors become InputError, the body's errors must not.
-        fh = Path(path).open("rb")  # noqa: SIM115
-    except FileNotFoundError:
-        raise InputError(path, "", "log file not found", "check the path") from None
-    except IsADirectoryError:
-        raise InputError(
-            path, "", "expected a log file, found a directory", "use --artifacts for a directory"
-        ) from None
-    except OSError as err:
-        raise InputError(path, "", f"cannot read log: {err.strerror}") from None
-    if stat.S_ISCHR(os.fstat(fh.fileno()).st_mode) or stat.S_ISBLK(os.fstat(fh.fileno()).st_mode):
-        fh.close()  # /dev/zero never ends: a log is a file or a pipe (tests/security/test_matrix.py)
-        raise InputError(path, "", "expected a log file, found a device", "pass a file, a pipe or - for stdin")
-    with fh:
-        yield _maybe_gzip(fh)
-
-
-def _maybe_gzip(stream: BinaryIO) -> BinaryIO:
-    head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
-    return gzip.GzipFile(fileobj=stream, mode="rb") if head == b"\x1f\x8b" else stream  # type: ignore[return-value]
 
 
 class Classifier:
