@@ -28,9 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gatekeeper.analyze.classify import Classifier, open_log  # noqa: E402
+from gatekeeper.analyze.classify import Classifier  # noqa: E402
 from gatekeeper.analyze.corpus import read_index, training_digest  # noqa: E402
 from gatekeeper.analyze.learned import LearnedModel, builtin_model_path, evidence_text, load_model, tokens  # noqa: E402
+from gatekeeper.analyze.logs import open_log  # noqa: E402
 from gatekeeper.analyze.rules import load_rules  # noqa: E402
 from gatekeeper.core import files  # noqa: E402
 
