@@ -16,23 +16,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from gatekeeper import __version__
-from gatekeeper.bisect.decide import CommandJudge, Judge, Judgement, StageJudge, decide, select_gates
+from gatekeeper.bisect.decide import CommandJudge, Judge, Judgement, StageJudge, decide
 from gatekeeper.bisect.measure import Measured, Runner
 from gatekeeper.bisect.providers import Candidate, Prepared, Provider, Unavailable, make_provider
+from gatekeeper.bisect.request import BisectOptions, load_gates, recorded_request, stage_args, validate
 from gatekeeper.bisect.search import Found, first_bad, max_decisions
 from gatekeeper.contract.bisect_report import fingerprint, read_bisect, write_bisect
-from gatekeeper.contract.stage_names import STAGE_NAMES
-from gatekeeper.core import budgets, files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.escape import shell_join
 from gatekeeper.core.exitcodes import ExitCode
@@ -41,26 +39,6 @@ __all__ = ["BisectOptions", "BisectResult", "Event", "run_bisect"]
 
 MAX_CULPRITS = 5
 EventKind = Literal["start", "step", "round", "decided", "note", "done"]
-
-
-@dataclass(frozen=True)
-class BisectOptions:
-    provider: str
-    good: str
-    bad: str
-    out: Path
-    stage: str | None = None
-    stage_args: tuple[str, ...] = ()
-    command: tuple[str, ...] = ()
-    metric: str | None = None
-    channel: str | None = None
-    gates: Path | None = None
-    max_processes: int = 15
-    timeout: float = 3600.0
-    resume: bool = False
-    provider_options: Mapping[str, str | None] = field(default_factory=dict)
-    repo: Path = Path(".")
-    bundle: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,7 +76,7 @@ class _Bisection:
         self.runner = Runner(
             out=self.out,
             stage=opts.stage,
-            stage_args=self._stage_args(),
+            stage_args=stage_args(opts),
             command=opts.command,
             metric=opts.metric,
             timeout=opts.timeout,
@@ -109,75 +87,15 @@ class _Bisection:
         self.ref = 0
         self.step = 0
 
-    # ------------------------------------------------------------------ request
-
-    def _stage_args(self) -> list[str]:
-        args = list(self.opts.stage_args)
-        if self.opts.stage and self.opts.channel and "--channel" not in args:
-            args += ["--channel", self.opts.channel]
-        return args
-
-    def channel(self) -> str:
-        return self.opts.channel or os.environ.get("GATEKEEPER_CHANNEL") or "stable"
-
-    def request(self, gates_file: str | None, gates_sha: str | None) -> dict[str, Any]:
-        o = self.opts
-        return {
-            "provider": o.provider,
-            "good": o.good,
-            "bad": o.bad,
-            "mode": "stage" if o.stage else "command",
-            "stage": o.stage,
-            "stage_args": list(o.stage_args),
-            "command": list(o.command),
-            "metric": o.metric,
-            "channel": o.channel,
-            "gates_file": gates_file,
-            "gates_sha256": gates_sha,
-            "max_processes": o.max_processes,
-            "timeout_s": float(o.timeout),
-            "options": dict(self.provider.options().items()),
-        }
-
-    def validate(self) -> None:
-        o = self.opts
-        if o.stage and o.command:
-            raise InputError(None, "--stage", "give either --stage or -- COMMAND, not both", "drop one")
-        if not o.stage and not o.command:
-            raise InputError(None, "--stage", "nothing to run", "give --stage NAME or -- COMMAND after the options")
-        if o.stage and o.stage not in STAGE_NAMES:
-            raise InputError(None, "--stage", f"{o.stage!r} is not a stage", f"use one of {', '.join(STAGE_NAMES)}")
-        if o.metric and not o.stage:
-            raise InputError(
-                None, "--metric", "a metric is judged in --stage mode only", "drop --metric, or use --stage"
-            )
-        if o.max_processes < 1:
-            raise InputError(None, "--max-processes", f"must be at least 1 (got {o.max_processes})")
-        if o.timeout <= 0:
-            raise InputError(None, "--timeout", f"must be positive (got {o.timeout})")
-
-    def load_gates(self) -> tuple[str | None, str | None]:
-        if not self.opts.stage:
-            return None, None
-        from gatekeeper.evaluate.gates import default_gates_path, load_gates_text
-
-        path = default_gates_path(self.opts.gates)
-        text = files.read_text(path, what="gates file", max_bytes=budgets.MAX_YAML_BYTES)
-        gates = select_gates(
-            load_gates_text(text, str(path)), stage=self.opts.stage, metric=self.opts.metric, channel=self.channel()
-        )
-        self.judge = StageJudge(
-            gates, stage=self.opts.stage, channel=self.channel(), labels=[], max_processes=self.opts.max_processes
-        )
-        return str(path), hashlib.sha256(text.encode()).hexdigest()
-
     # ------------------------------------------------------------------ document
 
     def start(self) -> None:
-        self.validate()
+        validate(self.opts)
         self.provider.check_tools()
-        gates_file, gates_sha = self.load_gates()
-        request = self.request(gates_file, gates_sha)
+        gates_file, gates_sha, stage_judge = load_gates(self.opts)
+        if stage_judge is not None:
+            self.judge = stage_judge
+        request = recorded_request(self.opts, self.provider.options(), gates_file, gates_sha)
         if self.opts.resume:
             self.resume(request)
         else:
