@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -29,10 +28,10 @@ from gatekeeper.bisect.decide import CommandJudge, Judge, Judgement, StageJudge,
 from gatekeeper.bisect.measure import Measured, Runner
 from gatekeeper.bisect.providers import Candidate, Prepared, Provider, Unavailable, make_provider
 from gatekeeper.bisect.request import BisectOptions, load_gates, recorded_request, stage_args, validate
+from gatekeeper.bisect.result import compose as compose_result
 from gatekeeper.bisect.search import Found, first_bad, max_decisions
-from gatekeeper.contract.bisect_report import fingerprint, read_bisect, write_bisect
+from gatekeeper.contract.bisect_report import read_bisect, write_bisect
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import shell_join
 from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["BisectOptions", "BisectResult", "Event", "run_bisect"]
@@ -404,49 +403,17 @@ class _Bisection:
         return found
 
     def finish(self, found: list[Found]) -> int:
-        facts = {c["index"]: c.get("facts") or {} for c in self.doc["candidates"]}
-        culprits = []
-        for n, f in enumerate(found):
-            lg, fb = self.cands[f.last_good], self.cands[f.first_bad]
-            try:
-                changes = self.provider.changes(lg, fb, facts)
-            except Exception as err:  # what changed is a courtesy: its failure must not lose the answer
-                changes = {"error": f"{type(err).__name__}: {err}"[:300]}
-            ref = 0 if n == 0 else found[n - 1].first_bad
-            symptom = next(
-                (d["reason"] for d in self.entry(f.first_bad)["decisions"] if d["reference"] in (ref, None)), ""
-            )
-            culprits.append(
-                {
-                    "last_good": f.last_good,
-                    "first_bad": f.first_bad,
-                    "exact": f.exact,
-                    "unresolved": list(f.unresolved),
-                    "reference": ref,
-                    "symptom": symptom[:600],
-                    "changes": changes,
-                }
-            )
         first = found[0]
-        note = self.note(found)
         report = self.measured[first.first_bad].report() if first.first_bad in self.measured else None
-        environment = report.environment.to_dict() if report is not None else None
-        result: dict[str, Any] = {
-            "first_bad": first.first_bad,
-            "last_good": first.last_good,
-            "culprits": culprits,
-            "note": note,
-            "signature": {
-                "metric": self.signature_metric(first),
-                "channel": self.opts.channel
-                or os.environ.get("GATEKEEPER_CHANNEL")
-                or (report.environment.channel if report is not None else None),
-                "fingerprint": fingerprint(environment),
-                "culprit": f"{self.opts.provider}:{self.cands[first.first_bad].ref}",
-            },
-            "environment": environment,
-            "repro_bundle": None,
-        }
+        result = compose_result(
+            found,
+            opts=self.opts,
+            cands=self.cands,
+            entries=self.doc["candidates"],
+            provider=self.provider,
+            report=report,
+            run=self.run_count(),
+        )
         self.doc["result"] = result
         if self.opts.bundle:
             from gatekeeper.bisect.bundle import write_repro_bundle
@@ -456,31 +423,6 @@ class _Bisection:
         self.doc["status"] = "done"
         self.save()
         return ExitCode.PASS if all(f.exact for f in found) else ExitCode.WARN
-
-    def note(self, found: list[Found]) -> str:
-        parts = []
-        for f in found:
-            fb = self.cands[f.first_bad].label
-            if f.exact:
-                parts.append(f"first bad: {fb} (last good {self.cands[f.last_good].label})")
-            else:
-                maybe = ", ".join(self.cands[i].label for i in f.unresolved)
-                parts.append(f"the first bad is one of {maybe} or {fb}: those could not be decided")
-        run = self.run_count()
-        parts.append(
-            f"{run} of {len(self.cands)} candidates run (at most {max_decisions(len(self.cands))} on a clean range)"
-        )
-        return "; ".join(parts)
-
-    def signature_metric(self, first: Found) -> str:
-        o = self.opts
-        if not o.stage:
-            return f"command: {shell_join(o.command)}"[:200]
-        if o.metric:
-            return o.metric if o.metric.startswith(f"{o.stage}.") else f"{o.stage}.{o.metric}"
-        decisions = self.entry(first.first_bad)["decisions"]
-        failing = sorted({g.get("metric", "") for d in decisions for g in d.get("gates", []) if g["outcome"] == "fail"})
-        return ",".join(x for x in failing if x) or f"{o.stage} gates"
 
     def close(self) -> None:
         for prepared in list(self.prepared.values()):
