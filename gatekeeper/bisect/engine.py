@@ -10,12 +10,15 @@ first; then write what changed and a reproduction bundle.
 bisect.json is written atomically after every round and every decision, so an
 interrupted run loses no finished measurement and ``--resume`` continues from
 it. Progress is reported as ``Event``s to the caller (the CLI prints them).
+
+This module holds the run (``_Bisection``: measuring, deciding, the search);
+what was asked is ``request``'s, bisect.json as the run keeps it
+``document``'s, and the answer it records ``result``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -23,14 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from gatekeeper import __version__
+from gatekeeper.bisect import document
 from gatekeeper.bisect.decide import CommandJudge, Judge, Judgement, StageJudge, decide
 from gatekeeper.bisect.measure import Measured, Runner
 from gatekeeper.bisect.providers import Candidate, Prepared, Provider, Unavailable, make_provider
 from gatekeeper.bisect.request import BisectOptions, load_gates, recorded_request, stage_args, validate
 from gatekeeper.bisect.result import compose as compose_result
 from gatekeeper.bisect.search import Found, first_bad, max_decisions
-from gatekeeper.contract.bisect_report import read_bisect, write_bisect
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 
@@ -106,21 +108,7 @@ class _Bisection:
                     "continue it with --resume, or choose another --out",
                 )
             self.cands = self.provider.candidates(self.opts.good, self.opts.bad)
-            now = _now()
-            self.doc = {
-                "schema": "gatekeeper.bisect/v1",
-                "gatekeeper_version": __version__,
-                "status": "running",
-                "started_at": now,
-                "updated_at": now,
-                "request": request,
-                "candidates": [
-                    {**c.to_dict(), "state": "untried", "unavailable": None, "facts": {}, "rounds": [], "decisions": []}
-                    for c in self.cands
-                ],
-                "summary": {"candidates": len(self.cands), "run": 0, "max_decisions": max_decisions(len(self.cands))},
-                "result": None,
-            }
+            self.doc = document.new_document(request, self.cands)
             self.save()
         labels = [c.label for c in self.cands]
         if isinstance(self.judge, StageJudge):
@@ -129,19 +117,9 @@ class _Bisection:
             self.judge = CommandJudge(labels)
 
     def resume(self, request: dict[str, Any]) -> None:
-        if not self.path.exists():
-            raise InputError(self.path, "", "nothing to resume: no bisect.json here", "drop --resume, or fix --out")
-        doc = read_bisect(self.path)
-        for key, value in request.items():
-            if doc["request"].get(key) != value:
-                raise InputError(
-                    self.path,
-                    f"request.{key}",
-                    f"the recorded bisection has {doc['request'].get(key)!r}, this run {value!r}",
-                    "resume with the same options, or start a new bisection in another --out",
-                )
+        doc = document.reopen(self.path, request)
         self.doc = doc
-        self.cands = [Candidate(c["index"], c["ref"], c["label"], c["info"]) for c in doc["candidates"]]
+        self.cands = document.candidates_of(doc)
         for c in doc["candidates"]:
             if c["rounds"]:
                 m = Measured(c["index"], list(c["rounds"]), [self.runner.reload(r) for r in c["rounds"]])
@@ -152,18 +130,13 @@ class _Bisection:
         self.emit(Event("note", f"resuming {self.path}: {self.reused} finished round(s) are reused, not run again"))
 
     def save(self) -> None:
-        self.doc["updated_at"] = _now()
-        s = self.doc["summary"]
-        s["run"] = sum(1 for c in self.doc["candidates"] if c["rounds"])
-        s["reused"] = self.reused
-        s["processes"] = sum(r.get("processes") or 1 for c in self.doc["candidates"] for r in c["rounds"])
-        write_bisect(self.path, self.doc)
+        document.save(self.path, self.doc, reused=self.reused)
 
     def entry(self, i: int) -> dict[str, Any]:
         return self.doc["candidates"][i]
 
     def run_count(self) -> int:
-        return sum(1 for c in self.doc["candidates"] if c["rounds"])
+        return document.run_count(self.doc)
 
     # ------------------------------------------------------------------ measuring
 
@@ -222,23 +195,15 @@ class _Bisection:
     def record_decision(self, i: int, ref: int | None, j: Judgement) -> None:
         """Keep ``j`` as candidate ``i``'s decision against ``ref`` (one per reference) until the next save."""
         recorded_ref = None if isinstance(self.judge, CommandJudge) else ref
-        decisions = [d for d in self.entry(i)["decisions"] if d["reference"] != recorded_ref]
-        self.entry(i)["decisions"] = [*decisions, j.record(recorded_ref)]
+        document.keep_decision(self.entry(i), recorded_ref, j)
 
     def recorded(self, i: int, ref: int | None) -> dict[str, Any] | None:
         """Candidate ``i``'s recorded decision against ``ref`` (from bisect.json on ``--resume``), if it has looks."""
         recorded_ref = None if isinstance(self.judge, CommandJudge) else ref
         m = self.measured[i]
         reference = self.measured[ref] if ref is not None and recorded_ref is not None else None
-        for d in self.entry(i)["decisions"]:
-            looks = d.get("looks") or []
-            if d["reference"] != recorded_ref or not looks:
-                continue
-            last = looks[-1]
-            # only looks at rounds that are still all there (the rounds of bisect.json, reloaded and hash-checked)
-            if last[1] <= len(m.rounds) and last[0] <= (len(reference.rounds) if reference is not None else 0):
-                return d
-        return None
+        reference_rounds = len(reference.rounds) if reference is not None else 0
+        return document.recorded_decision(self.entry(i), recorded_ref, len(m.rounds), reference_rounds)
 
     def decide(self, i: int, ref: int | None) -> Judgement:
         m = self.measured[i]
@@ -247,14 +212,7 @@ class _Bisection:
         if prior is not None and prior["decision"] in ("good", "bad"):
             # Decided before the interruption: the same decision, not a new look at grown data (which would be
             # a second chance, and a resumed bisection must follow the same path as an uninterrupted one).
-            j = Judgement(
-                prior["decision"],
-                prior["reason"],
-                tuple(dict(g) for g in prior.get("gates") or ()),
-                int(prior["processes"]),
-                prior.get("reference_processes"),
-                tuple((int(a), int(b)) for a, b in prior["looks"]),
-            )
+            j = document.replay(prior)
             self.emit(
                 Event(
                     "decided",
@@ -455,7 +413,3 @@ def run_bisect(opts: BisectOptions, on_event: Callable[[Event], None] | None = N
         b.close()
     emit(Event("done", b.doc["result"]["note"], run=b.run_count(), expected=max_decisions(n)))
     return BisectResult(b.path, b.doc, int(code))
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
