@@ -10,57 +10,36 @@ first; then write what changed and a reproduction bundle.
 bisect.json is written atomically after every round and every decision, so an
 interrupted run loses no finished measurement and ``--resume`` continues from
 it. Progress is reported as ``Event``s to the caller (the CLI prints them).
+
+This module holds the run (``_Bisection``: measuring, deciding, the search);
+what was asked is ``request``'s, bisect.json as the run keeps it
+``document``'s, and the answer it records ``result``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import hashlib
-import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from gatekeeper import __version__
-from gatekeeper.bisect.decide import CommandJudge, Judge, Judgement, StageJudge, decide, select_gates
+from gatekeeper.bisect import document
+from gatekeeper.bisect.decide import CommandJudge, Judge, Judgement, StageJudge, decide
 from gatekeeper.bisect.measure import Measured, Runner
 from gatekeeper.bisect.providers import Candidate, Prepared, Provider, Unavailable, make_provider
+from gatekeeper.bisect.request import BisectOptions, load_gates, recorded_request, stage_args, validate
+from gatekeeper.bisect.result import compose as compose_result
 from gatekeeper.bisect.search import Found, first_bad, max_decisions
-from gatekeeper.contract.bisect_report import fingerprint, read_bisect, write_bisect
-from gatekeeper.contract.stage_names import STAGE_NAMES
-from gatekeeper.core import budgets, files
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import shell_join
 from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["BisectOptions", "BisectResult", "Event", "run_bisect"]
 
 MAX_CULPRITS = 5
 EventKind = Literal["start", "step", "round", "decided", "note", "done"]
-
-
-@dataclass(frozen=True)
-class BisectOptions:
-    provider: str
-    good: str
-    bad: str
-    out: Path
-    stage: str | None = None
-    stage_args: tuple[str, ...] = ()
-    command: tuple[str, ...] = ()
-    metric: str | None = None
-    channel: str | None = None
-    gates: Path | None = None
-    max_processes: int = 15
-    timeout: float = 3600.0
-    resume: bool = False
-    provider_options: Mapping[str, str | None] = field(default_factory=dict)
-    repo: Path = Path(".")
-    bundle: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,7 +77,7 @@ class _Bisection:
         self.runner = Runner(
             out=self.out,
             stage=opts.stage,
-            stage_args=self._stage_args(),
+            stage_args=stage_args(opts),
             command=opts.command,
             metric=opts.metric,
             timeout=opts.timeout,
@@ -109,75 +88,15 @@ class _Bisection:
         self.ref = 0
         self.step = 0
 
-    # ------------------------------------------------------------------ request
-
-    def _stage_args(self) -> list[str]:
-        args = list(self.opts.stage_args)
-        if self.opts.stage and self.opts.channel and "--channel" not in args:
-            args += ["--channel", self.opts.channel]
-        return args
-
-    def channel(self) -> str:
-        return self.opts.channel or os.environ.get("GATEKEEPER_CHANNEL") or "stable"
-
-    def request(self, gates_file: str | None, gates_sha: str | None) -> dict[str, Any]:
-        o = self.opts
-        return {
-            "provider": o.provider,
-            "good": o.good,
-            "bad": o.bad,
-            "mode": "stage" if o.stage else "command",
-            "stage": o.stage,
-            "stage_args": list(o.stage_args),
-            "command": list(o.command),
-            "metric": o.metric,
-            "channel": o.channel,
-            "gates_file": gates_file,
-            "gates_sha256": gates_sha,
-            "max_processes": o.max_processes,
-            "timeout_s": float(o.timeout),
-            "options": dict(self.provider.options().items()),
-        }
-
-    def validate(self) -> None:
-        o = self.opts
-        if o.stage and o.command:
-            raise InputError(None, "--stage", "give either --stage or -- COMMAND, not both", "drop one")
-        if not o.stage and not o.command:
-            raise InputError(None, "--stage", "nothing to run", "give --stage NAME or -- COMMAND after the options")
-        if o.stage and o.stage not in STAGE_NAMES:
-            raise InputError(None, "--stage", f"{o.stage!r} is not a stage", f"use one of {', '.join(STAGE_NAMES)}")
-        if o.metric and not o.stage:
-            raise InputError(
-                None, "--metric", "a metric is judged in --stage mode only", "drop --metric, or use --stage"
-            )
-        if o.max_processes < 1:
-            raise InputError(None, "--max-processes", f"must be at least 1 (got {o.max_processes})")
-        if o.timeout <= 0:
-            raise InputError(None, "--timeout", f"must be positive (got {o.timeout})")
-
-    def load_gates(self) -> tuple[str | None, str | None]:
-        if not self.opts.stage:
-            return None, None
-        from gatekeeper.evaluate.gates import default_gates_path, load_gates_text
-
-        path = default_gates_path(self.opts.gates)
-        text = files.read_text(path, what="gates file", max_bytes=budgets.MAX_YAML_BYTES)
-        gates = select_gates(
-            load_gates_text(text, str(path)), stage=self.opts.stage, metric=self.opts.metric, channel=self.channel()
-        )
-        self.judge = StageJudge(
-            gates, stage=self.opts.stage, channel=self.channel(), labels=[], max_processes=self.opts.max_processes
-        )
-        return str(path), hashlib.sha256(text.encode()).hexdigest()
-
     # ------------------------------------------------------------------ document
 
     def start(self) -> None:
-        self.validate()
+        validate(self.opts)
         self.provider.check_tools()
-        gates_file, gates_sha = self.load_gates()
-        request = self.request(gates_file, gates_sha)
+        gates_file, gates_sha, stage_judge = load_gates(self.opts)
+        if stage_judge is not None:
+            self.judge = stage_judge
+        request = recorded_request(self.opts, self.provider.options(), gates_file, gates_sha)
         if self.opts.resume:
             self.resume(request)
         else:
@@ -189,21 +108,7 @@ class _Bisection:
                     "continue it with --resume, or choose another --out",
                 )
             self.cands = self.provider.candidates(self.opts.good, self.opts.bad)
-            now = _now()
-            self.doc = {
-                "schema": "gatekeeper.bisect/v1",
-                "gatekeeper_version": __version__,
-                "status": "running",
-                "started_at": now,
-                "updated_at": now,
-                "request": request,
-                "candidates": [
-                    {**c.to_dict(), "state": "untried", "unavailable": None, "facts": {}, "rounds": [], "decisions": []}
-                    for c in self.cands
-                ],
-                "summary": {"candidates": len(self.cands), "run": 0, "max_decisions": max_decisions(len(self.cands))},
-                "result": None,
-            }
+            self.doc = document.new_document(request, self.cands)
             self.save()
         labels = [c.label for c in self.cands]
         if isinstance(self.judge, StageJudge):
@@ -212,19 +117,9 @@ class _Bisection:
             self.judge = CommandJudge(labels)
 
     def resume(self, request: dict[str, Any]) -> None:
-        if not self.path.exists():
-            raise InputError(self.path, "", "nothing to resume: no bisect.json here", "drop --resume, or fix --out")
-        doc = read_bisect(self.path)
-        for key, value in request.items():
-            if doc["request"].get(key) != value:
-                raise InputError(
-                    self.path,
-                    f"request.{key}",
-                    f"the recorded bisection has {doc['request'].get(key)!r}, this run {value!r}",
-                    "resume with the same options, or start a new bisection in another --out",
-                )
+        doc = document.reopen(self.path, request)
         self.doc = doc
-        self.cands = [Candidate(c["index"], c["ref"], c["label"], c["info"]) for c in doc["candidates"]]
+        self.cands = document.candidates_of(doc)
         for c in doc["candidates"]:
             if c["rounds"]:
                 m = Measured(c["index"], list(c["rounds"]), [self.runner.reload(r) for r in c["rounds"]])
@@ -235,18 +130,13 @@ class _Bisection:
         self.emit(Event("note", f"resuming {self.path}: {self.reused} finished round(s) are reused, not run again"))
 
     def save(self) -> None:
-        self.doc["updated_at"] = _now()
-        s = self.doc["summary"]
-        s["run"] = sum(1 for c in self.doc["candidates"] if c["rounds"])
-        s["reused"] = self.reused
-        s["processes"] = sum(r.get("processes") or 1 for c in self.doc["candidates"] for r in c["rounds"])
-        write_bisect(self.path, self.doc)
+        document.save(self.path, self.doc, reused=self.reused)
 
     def entry(self, i: int) -> dict[str, Any]:
         return self.doc["candidates"][i]
 
     def run_count(self) -> int:
-        return sum(1 for c in self.doc["candidates"] if c["rounds"])
+        return document.run_count(self.doc)
 
     # ------------------------------------------------------------------ measuring
 
@@ -305,23 +195,15 @@ class _Bisection:
     def record_decision(self, i: int, ref: int | None, j: Judgement) -> None:
         """Keep ``j`` as candidate ``i``'s decision against ``ref`` (one per reference) until the next save."""
         recorded_ref = None if isinstance(self.judge, CommandJudge) else ref
-        decisions = [d for d in self.entry(i)["decisions"] if d["reference"] != recorded_ref]
-        self.entry(i)["decisions"] = [*decisions, j.record(recorded_ref)]
+        document.keep_decision(self.entry(i), recorded_ref, j)
 
     def recorded(self, i: int, ref: int | None) -> dict[str, Any] | None:
         """Candidate ``i``'s recorded decision against ``ref`` (from bisect.json on ``--resume``), if it has looks."""
         recorded_ref = None if isinstance(self.judge, CommandJudge) else ref
         m = self.measured[i]
         reference = self.measured[ref] if ref is not None and recorded_ref is not None else None
-        for d in self.entry(i)["decisions"]:
-            looks = d.get("looks") or []
-            if d["reference"] != recorded_ref or not looks:
-                continue
-            last = looks[-1]
-            # only looks at rounds that are still all there (the rounds of bisect.json, reloaded and hash-checked)
-            if last[1] <= len(m.rounds) and last[0] <= (len(reference.rounds) if reference is not None else 0):
-                return d
-        return None
+        reference_rounds = len(reference.rounds) if reference is not None else 0
+        return document.recorded_decision(self.entry(i), recorded_ref, len(m.rounds), reference_rounds)
 
     def decide(self, i: int, ref: int | None) -> Judgement:
         m = self.measured[i]
@@ -330,14 +212,7 @@ class _Bisection:
         if prior is not None and prior["decision"] in ("good", "bad"):
             # Decided before the interruption: the same decision, not a new look at grown data (which would be
             # a second chance, and a resumed bisection must follow the same path as an uninterrupted one).
-            j = Judgement(
-                prior["decision"],
-                prior["reason"],
-                tuple(dict(g) for g in prior.get("gates") or ()),
-                int(prior["processes"]),
-                prior.get("reference_processes"),
-                tuple((int(a), int(b)) for a, b in prior["looks"]),
-            )
+            j = document.replay(prior)
             self.emit(
                 Event(
                     "decided",
@@ -486,49 +361,17 @@ class _Bisection:
         return found
 
     def finish(self, found: list[Found]) -> int:
-        facts = {c["index"]: c.get("facts") or {} for c in self.doc["candidates"]}
-        culprits = []
-        for n, f in enumerate(found):
-            lg, fb = self.cands[f.last_good], self.cands[f.first_bad]
-            try:
-                changes = self.provider.changes(lg, fb, facts)
-            except Exception as err:  # what changed is a courtesy: its failure must not lose the answer
-                changes = {"error": f"{type(err).__name__}: {err}"[:300]}
-            ref = 0 if n == 0 else found[n - 1].first_bad
-            symptom = next(
-                (d["reason"] for d in self.entry(f.first_bad)["decisions"] if d["reference"] in (ref, None)), ""
-            )
-            culprits.append(
-                {
-                    "last_good": f.last_good,
-                    "first_bad": f.first_bad,
-                    "exact": f.exact,
-                    "unresolved": list(f.unresolved),
-                    "reference": ref,
-                    "symptom": symptom[:600],
-                    "changes": changes,
-                }
-            )
         first = found[0]
-        note = self.note(found)
         report = self.measured[first.first_bad].report() if first.first_bad in self.measured else None
-        environment = report.environment.to_dict() if report is not None else None
-        result: dict[str, Any] = {
-            "first_bad": first.first_bad,
-            "last_good": first.last_good,
-            "culprits": culprits,
-            "note": note,
-            "signature": {
-                "metric": self.signature_metric(first),
-                "channel": self.opts.channel
-                or os.environ.get("GATEKEEPER_CHANNEL")
-                or (report.environment.channel if report is not None else None),
-                "fingerprint": fingerprint(environment),
-                "culprit": f"{self.opts.provider}:{self.cands[first.first_bad].ref}",
-            },
-            "environment": environment,
-            "repro_bundle": None,
-        }
+        result = compose_result(
+            found,
+            opts=self.opts,
+            cands=self.cands,
+            entries=self.doc["candidates"],
+            provider=self.provider,
+            report=report,
+            run=self.run_count(),
+        )
         self.doc["result"] = result
         if self.opts.bundle:
             from gatekeeper.bisect.bundle import write_repro_bundle
@@ -538,31 +381,6 @@ class _Bisection:
         self.doc["status"] = "done"
         self.save()
         return ExitCode.PASS if all(f.exact for f in found) else ExitCode.WARN
-
-    def note(self, found: list[Found]) -> str:
-        parts = []
-        for f in found:
-            fb = self.cands[f.first_bad].label
-            if f.exact:
-                parts.append(f"first bad: {fb} (last good {self.cands[f.last_good].label})")
-            else:
-                maybe = ", ".join(self.cands[i].label for i in f.unresolved)
-                parts.append(f"the first bad is one of {maybe} or {fb}: those could not be decided")
-        run = self.run_count()
-        parts.append(
-            f"{run} of {len(self.cands)} candidates run (at most {max_decisions(len(self.cands))} on a clean range)"
-        )
-        return "; ".join(parts)
-
-    def signature_metric(self, first: Found) -> str:
-        o = self.opts
-        if not o.stage:
-            return f"command: {shell_join(o.command)}"[:200]
-        if o.metric:
-            return o.metric if o.metric.startswith(f"{o.stage}.") else f"{o.stage}.{o.metric}"
-        decisions = self.entry(first.first_bad)["decisions"]
-        failing = sorted({g.get("metric", "") for d in decisions for g in d.get("gates", []) if g["outcome"] == "fail"})
-        return ",".join(x for x in failing if x) or f"{o.stage} gates"
 
     def close(self) -> None:
         for prepared in list(self.prepared.values()):
@@ -595,7 +413,3 @@ def run_bisect(opts: BisectOptions, on_event: Callable[[Event], None] | None = N
         b.close()
     emit(Event("done", b.doc["result"]["note"], run=b.run_count(), expected=max_decisions(n)))
     return BisectResult(b.path, b.doc, int(code))
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
