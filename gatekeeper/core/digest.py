@@ -4,8 +4,8 @@ Why not ``hashlib``: importing it loads OpenSSL's libcrypto, 3.5 MB of resident 
 tenth of what ``gatekeeper evaluate`` peaks at (benchmarks/README.md, "Evaluate over a large JUnit
 file"), paid by every pipeline for a few digests of small files. CPython builds its own sha256 beside
 OpenSSL's (``_sha2`` from 3.12, ``_sha256`` before): the same digest, tested against hashlib
-(tests/core/test_digest.py), slower on large inputs (about 60 ms against 10 ms for 17 MB here), which
-evaluate never hashes on its hot path. A Python built without it falls back to hashlib.
+(tests/core/test_digest.py), slower on large inputs (about 60 ms against 10 ms for 17 MB here), a cost
+evaluate pays only for an artifact that large. A Python built without it falls back to hashlib.
 Commands off that path (bisect, notify, analyze) keep using hashlib.
 """
 
