@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,11 +147,28 @@ class SqliteStore(SqlStore):
                 "upgrade gatekeeper (pip install -U gatekeeper-rocm) in this job",
             )  # fmt: skip
         if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")  # persistent: set once per database file
+            _use_wal(conn)
         if version == SCHEMA_VERSION:
             return
         with self._transaction(conn):
             _apply(conn, conn.execute("PRAGMA user_version").fetchone()[0])  # another writer may have won
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL (persistent: once per database file). The switch needs the file to itself, and
+    when several jobs open a new store at once SQLite may answer "database is locked" at once, without
+    waiting in its busy handler (it would deadlock): so the switch is retried, up to the busy timeout.
+    tests/history/test_store_contract.py has eight writers on one new store; test_sqlite_store.py plants the
+    refusal."""
+    deadline = time.monotonic() + _BUSY_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err).lower() or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _apply(conn: sqlite3.Connection, version: int) -> None:

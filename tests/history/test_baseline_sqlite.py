@@ -35,6 +35,29 @@ def test_database_is_in_wal_mode(tmp_path: Path) -> None:
     conn.close()
 
 
+class _RefusedOnce(sqlite3.Connection):
+    """Answers the first switch to WAL as SQLite does when another job is switching the same new file."""
+
+    refused = 0
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+        if sql.strip().upper() == "PRAGMA JOURNAL_MODE = WAL" and _RefusedOnce.refused < 2:
+            _RefusedOnce.refused += 1
+            raise sqlite3.OperationalError("database is locked")
+        return super().execute(sql, *args)
+
+
+def test_a_new_store_waits_its_turn_to_switch_to_wal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, factory=_RefusedOnce, **k))
+    _RefusedOnce.refused = 0
+    SqliteStore(tmp_path / "h.db", create=True)  # refused twice, then switched: no error
+    assert _RefusedOnce.refused == 2
+    conn = connect(tmp_path / "h.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
 def test_not_a_database_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "r.db"
     path.write_text("this is not sqlite " * 100, encoding="utf-8")
