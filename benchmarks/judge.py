@@ -35,7 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gatekeeper.stats.compare import compare_runs
-from gatekeeper.stats.sequential import Plan, decide_batch
+from gatekeeper.stats.sequential import decide_batch
+from gatekeeper.stats.sequential_plan import Plan
 
 README = Path(__file__).resolve().parent / "README.md"
 

@@ -111,7 +111,8 @@ def _replay(
     unit: str,
 ) -> tuple[Comparison, dict[str, Any]]:
     """The stage's sequential rule at its last look, with this gate's alpha and tolerance and this baseline."""
-    from gatekeeper.stats.sequential import Plan, compare_sequential
+    from gatekeeper.stats.sequential import compare_sequential
+    from gatekeeper.stats.sequential_plan import Plan
 
     planned = record.get("plan") or {}
     # A baseline that grew with the candidate (a bisection's reference) looked at its own count each time;

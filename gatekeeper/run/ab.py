@@ -30,7 +30,8 @@ from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 from gatekeeper.core.files import write_json
 from gatekeeper.stats.compare import Comparison, compare_runs
-from gatekeeper.stats.sequential import Plan, SequentialRule, Step, compare_sequential
+from gatekeeper.stats.sequential import SequentialRule, compare_sequential
+from gatekeeper.stats.sequential_plan import Plan, Step
 
 __all__ = ["exit_code", "judge", "run_ab"]
 

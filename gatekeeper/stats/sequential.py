@@ -68,8 +68,8 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import optimize
@@ -78,114 +78,18 @@ from scipy.special import ndtr, ndtri
 
 from gatekeeper.stats.compare import Comparison, compare_runs
 from gatekeeper.stats.quantiles import BOOTSTRAP, as_groups
+from gatekeeper.stats.sequential_plan import CODES, Plan, Step
 from gatekeeper.stats.spending import RHO, boundaries, spending_boundaries
 
 __all__ = [
-    "REUSED_MIN_CANDIDATE",
     "RHO",
-    "Plan",
     "SequentialRule",
-    "Step",
     "boundaries",
     "compare_sequential",
     "decide",
     "decide_batch",
     "spending_boundaries",
 ]
-
-Verdict = Literal["regression", "improvement", "equivalent", "inconclusive"]
-CODES: tuple[Verdict, ...] = ("inconclusive", "regression", "improvement", "equivalent")
-
-# Against a reused (larger) baseline, Welch's t with 3-4 candidate processes is anti-conservative at the far
-# tail the first looks use (0.7% false regressions instead of 0.5% in benchmarks/judge.py --sequential).
-REUSED_MIN_CANDIDATE = 5
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The design, fixed before the first process runs.
-
-    ``max_processes``: the budget, candidate processes (per side when ``baseline_grows``).
-    ``alpha``: the false-alarm rate of the whole comparison, as in ``compare_runs`` (its
-    body share, alpha/2, bounds false regressions; alpha/2 bounds false improvements).
-    ``min_effect``: a regression must be estimated worse than this. ``detect``: the change
-    caught with probability ``power`` (default ``2 * min_effect``); ruling it out is "equivalent".
-    """
-
-    max_processes: int
-    better: Literal["lower", "higher"] = "lower"
-    alpha: float = 0.01
-    min_effect: float = 0.02
-    detect: float | None = None
-    power: float = 0.9
-    max_cv: float = 0.05
-    min_processes: int = 3
-    baseline_grows: bool = False
-
-    def __post_init__(self) -> None:
-        if self.better not in ("lower", "higher"):
-            raise ValueError(f"better must be 'lower' or 'higher', not {self.better!r}")
-        if not 0.0 < self.alpha < 1.0 or not 0.0 < self.power < 1.0:
-            raise ValueError(f"alpha and power must lie in (0, 1), got {self.alpha} and {self.power}")
-        if self.min_effect < 0.0:
-            raise ValueError(f"min_effect must not be negative, got {self.min_effect}")
-        if self.target <= self.min_effect:
-            raise ValueError(f"detect ({self.target}) must exceed min_effect ({self.min_effect})")
-        if self.min_processes < 2 or self.max_processes < self.min_processes:
-            raise ValueError(
-                f"max_processes ({self.max_processes}) must be at least min_processes ({self.min_processes}, >= 2)"
-            )
-
-    @property
-    def min_candidate(self) -> int:
-        """Candidate processes before the first decision."""
-        return self.min_processes if self.baseline_grows else max(self.min_processes, REUSED_MIN_CANDIDATE)
-
-    @property
-    def target(self) -> float:
-        """``detect``, or twice ``min_effect`` (0.02 when that is 0)."""
-        if self.detect is not None:
-            return self.detect
-        return 2.0 * self.min_effect if self.min_effect > 0 else 0.02
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "detect": self.target}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Plan:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
-
-
-@dataclass(frozen=True)
-class Step:
-    """The rule's answer at one look. ``stop`` False: run more processes (``verdict`` is then "inconclusive")."""
-
-    verdict: Verdict
-    stop: bool
-    reason: str
-    processes: int  # candidate processes so far
-    baseline_processes: int
-    looks: tuple[tuple[int, int], ...]  # (baseline, candidate) processes at every look, this one last
-    ratio: float | None = None  # candidate / baseline, geometric means of process medians
-    interval: tuple[float, float] | None = None  # always-valid interval of ratio, coverage ``level``
-    p_value: float | None = None  # always-valid one-sided p (candidate worse); computed when stop
-    level: float = 0.99
-    plan: Plan | None = field(default=None, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "stop": self.stop,
-            "reason": self.reason,
-            "processes": self.processes,
-            "baseline_processes": self.baseline_processes,
-            "looks": [list(x) for x in self.looks],
-            "ratio": self.ratio,
-            "interval": list(self.interval) if self.interval else None,
-            "p_value": self.p_value,
-            "level": self.level,
-            "plan": self.plan.to_dict() if self.plan else None,
-        }
 
 
 class SequentialRule:

@@ -23,7 +23,8 @@ from typing import Any
 from gatekeeper.contract.stage_report import StageReport, utc_now
 from gatekeeper.core.errors import InputError
 from gatekeeper.history import baseline_branch, comparability, open_store
-from gatekeeper.stats.sequential import Plan, SequentialRule, Step
+from gatekeeper.stats.sequential import SequentialRule
+from gatekeeper.stats.sequential_plan import Plan, Step
 from stages._stage import StageContext
 from stages.perf import measure
 

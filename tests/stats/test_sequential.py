@@ -9,15 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from gatekeeper.stats.sequential import (
-    Plan,
-    SequentialRule,
-    Step,
-    boundaries,
-    decide,
-    decide_batch,
-    spending_boundaries,
-)
+from gatekeeper.stats.sequential import SequentialRule, boundaries, decide, decide_batch, spending_boundaries
+from gatekeeper.stats.sequential_plan import Plan, Step
 
 FIVE = [0.2, 0.4, 0.6, 0.8, 1.0]
 
