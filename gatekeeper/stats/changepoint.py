@@ -35,7 +35,7 @@ How (a likelihood-ratio scan with binary segmentation):
 * **Size**: the ratio of the levels between the neighbouring changes, with a Welch interval whose
   variance is never below the run variance above (a quiet stretch cannot narrow it).
 
-What these choices cost, measured (``benchmarks/changepoints.py --ablation``, benchmarks/README.md "Where the
+What these choices cost, measured (``benchmarks/changepoint_ablation.py``, benchmarks/README.md "Where the
 rest goes"): against a scan that knows the run variance exactly, learning it gives away about 0.012 of the
 recall of a 1% step on issue 24's benchmark, at the same rate of false changes; each part that could buy
 some of it back costs more elsewhere. Trusting the within-run variance alone doubles the false changes
