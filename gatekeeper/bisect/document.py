@@ -1,6 +1,7 @@
 """bisect.json as a running bisection keeps it: created, reopened for ``--resume``, saved, its decisions.
 
-``new_document`` is the record of a bisection that has run nothing yet;
+``ensure_new`` refuses to start over a recorded bisection;
+``new_document`` is the record of one that has run nothing yet;
 ``reopen`` reads a recorded one back for ``--resume``, refusing it when its
 request differs from this run's; ``save`` writes it (atomically, through
 ``contract.bisect_report``) with the summary brought up to date.
@@ -25,6 +26,7 @@ from gatekeeper.core.errors import InputError
 
 __all__ = [
     "candidates_of",
+    "ensure_new",
     "keep_decision",
     "new_document",
     "recorded_decision",
@@ -52,6 +54,14 @@ def new_document(request: Mapping[str, Any], cands: Sequence[Candidate]) -> dict
         "summary": {"candidates": len(cands), "run": 0, "max_decisions": max_decisions(len(cands))},
         "result": None,
     }
+
+
+def ensure_new(path: Path) -> None:
+    """Refuse to start a bisection where one is recorded: ``--resume`` continues it."""
+    if path.exists():
+        raise InputError(
+            path, "", "a bisection is already recorded here", "continue it with --resume, or choose another --out"
+        )
 
 
 def reopen(path: Path, request: Mapping[str, Any]) -> dict[str, Any]:

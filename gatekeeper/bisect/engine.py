@@ -100,13 +100,7 @@ class _Bisection:
         if self.opts.resume:
             self.resume(request)
         else:
-            if self.path.exists():
-                raise InputError(
-                    self.path,
-                    "",
-                    "a bisection is already recorded here",
-                    "continue it with --resume, or choose another --out",
-                )
+            document.ensure_new(self.path)
             self.cands = self.provider.candidates(self.opts.good, self.opts.bad)
             self.doc = document.new_document(request, self.cands)
             self.save()
@@ -213,15 +207,7 @@ class _Bisection:
             # Decided before the interruption: the same decision, not a new look at grown data (which would be
             # a second chance, and a resumed bisection must follow the same path as an uninterrupted one).
             j = document.replay(prior)
-            self.emit(
-                Event(
-                    "decided",
-                    f"{self.cands[i].label}: {j.decision} (recorded: {j.reason})",
-                    self.cands[i].label,
-                    self.run_count(),
-                    decision=j.decision,
-                )
-            )
+            self.announce(i, j, f"recorded: {j.reason}")
             return j
         earlier = [(int(a), int(b)) for a, b in prior["looks"]] if prior is not None else []
         try:
@@ -249,16 +235,12 @@ class _Bisection:
             raise
         self.record_decision(i, ref, j)
         self.save()
-        self.emit(
-            Event(
-                "decided",
-                f"{self.cands[i].label}: {j.decision} ({j.reason})",
-                self.cands[i].label,
-                self.run_count(),
-                decision=j.decision,
-            )
-        )
+        self.announce(i, j, j.reason)
         return j
+
+    def announce(self, i: int, j: Judgement, why: str) -> None:
+        label = self.cands[i].label
+        self.emit(Event("decided", f"{label}: {j.decision} ({why})", label, self.run_count(), decision=j.decision))
 
     def at(self, i: int) -> str:
         """The search's question: is candidate ``i`` good or bad (against the current reference)?"""
@@ -291,9 +273,7 @@ class _Bisection:
             )
             self.entry(good)["decisions"] = [reference.record(good)]
             self.save()
-            self.emit(
-                Event("decided", f"{label_g}: good ({reference.reason})", label_g, self.run_count(), decision="good")
-            )
+            self.announce(good, reference, reference.reason)
         else:
             j = self.decide(good, None)
             if j.decision != "good":
