@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,21 +118,10 @@ class Input:
             _checkpoint(path)
         elif self.fmt == "sqlite-series":
             # a changed record loses its summary (as one an older gatekeeper wrote has none): its columns are read
-            ids = [row[0] for row in _table(path, "results", SERIES_COLUMNS)]
-            sets = ", ".join(f"{c} = ?" for c in SERIES_COLUMNS)
-            with sqlite3.connect(path) as conn:
-                for rid, data in zip(ids, doc.data, strict=True):
-                    values = [_json(data[c], doc) for c in SERIES_COLUMNS]
-                    conn.execute(f"UPDATE results SET {sets} WHERE id = ?", (*values, rid))
-                    conn.execute("DELETE FROM results_series WHERE result_id = ?", (rid,))
-            _checkpoint(path)
+            values = [[_json(data[c], doc) for c in SERIES_COLUMNS] for data in doc.data]
+            _update(path, "results", SERIES_COLUMNS, values, then="DELETE FROM results_series WHERE result_id = ?")
         elif self.fmt == "sqlite-anchor":
-            ids = [row[0] for row in _table(path, "anchors", ANCHOR_COLUMNS)]
-            sets = ", ".join(f"{c} = ?" for c in ANCHOR_COLUMNS)
-            with sqlite3.connect(path) as conn:
-                for rid, data in zip(ids, doc.data, strict=True):
-                    conn.execute(f"UPDATE anchors SET {sets} WHERE id = ?", (*(data[c] for c in ANCHOR_COLUMNS), rid))
-            _checkpoint(path)
+            _update(path, "anchors", ANCHOR_COLUMNS, [[data[c] for c in ANCHOR_COLUMNS] for data in doc.data])
         elif self.fmt == "json":
             path.write_text(_json(doc.data, doc), encoding="utf-8")
         else:
@@ -180,6 +169,18 @@ ANCHOR_COLUMNS = ("run", "channel", "device_kind", "arch", "set_by", "reason", "
 def _table(db: Path, table: str, columns: Iterable[str]) -> list[tuple[Any, ...]]:
     with sqlite3.connect(db) as conn:
         return conn.execute(f"SELECT id, {', '.join(columns)} FROM {table} ORDER BY id").fetchall()
+
+
+def _update(db: Path, table: str, columns: Sequence[str], rows: list[list[Any]], *, then: str = "") -> None:
+    """Write ``rows`` over ``columns`` of ``table``, row by row in id order (``then``: run on each id after)."""
+    ids = [row[0] for row in _table(db, table, columns)]
+    sets = ", ".join(f"{c} = ?" for c in columns)
+    with sqlite3.connect(db) as conn:
+        for rid, values in zip(ids, rows, strict=True):
+            conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*values, rid))
+            if then:
+                conn.execute(then, (rid,))
+    _checkpoint(db)
 
 
 def _newest_rows(db: Path) -> list[tuple[int, str]]:
