@@ -87,7 +87,7 @@ def stats_command(
     # Corruption is checked at every call: at the start so this job rebuilds
     # the entry, at the end so the cache GitLab saves is sound. Before --begin,
     # whatever is under the snapshot's name and is no regular file is moved aside too.
-    corrupt = [c.__dict__ for c in check_and_quarantine(base, own=(SNAPSHOT,) if start else ())]
+    corrupt = [c.__dict__ for c in check_and_quarantine(base, own=(SNAPSHOT,), replace_own=start)]
     for c in corrupt:
         where = f"moved to {c['moved_to']}" if c["moved_to"] else "left in place"
         _line(f"gatekeeper: cache: corrupt entry {c['path']} ({c['problem']}); {where}")

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatekeeper.kernel_cache.tree import kind_of, walk
+from gatekeeper.kernel_cache.tree import kind_of, shown, walk
 
 __all__ = ["BREAKER_DIR", "QUARANTINE", "CorruptEntry", "check_and_quarantine", "sqlite_problem"]
 
@@ -114,11 +114,11 @@ class _Quarantine:
         try:
             os.rename(path, aside)
         except OSError as err:
-            self.found.append(CorruptEntry(str(path), None, f"{problem}; could not move aside: {err.strerror}"))
+            self.found.append(CorruptEntry(shown(path), None, f"{problem}; could not move aside: {err.strerror}"))
             return
-        self.move(aside, QUARANTINE, problem, shown=path)
+        self.move(aside, QUARANTINE, problem, display=path)
 
-    def move(self, path: Path, rel: str, problem: str, *, shown: Path | None = None) -> None:
+    def move(self, path: Path, rel: str, problem: str, *, display: Path | None = None) -> None:
         try:
             if self.dir is None:
                 base = self.root / QUARANTINE
@@ -136,24 +136,25 @@ class _Quarantine:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(made)
             os.replace(path, target)  # a link is renamed itself, never followed
-            moved: str | None = str(target)
+            moved: str | None = shown(target)
         except OSError as err:
             # Never fatal: say it could not be moved, the job goes on.
             moved = None
             problem = f"{problem}; could not move aside: {err.strerror or err}"
-        self.found.append(CorruptEntry(str(shown or path), moved, problem))
+        self.found.append(CorruptEntry(shown(display or path), moved, problem))
 
 
-def check_and_quarantine(root: Path, *, own: Iterable[str] = ()) -> list[CorruptEntry]:
+def check_and_quarantine(root: Path, *, own: Iterable[str] = (), replace_own: bool = False) -> list[CorruptEntry]:
     """Move every corrupt entry under ``root`` to the quarantine: a SQLite file that fails its check, and
     anything that is not a regular file or a directory. ``own``: gatekeeper's files in the root (the snapshot),
-    left out, except that one which is not a regular file is moved aside too (before ``begin`` writes anew)."""
+    not cache entries: left alone (their reader refuses one that is not a regular file), except with
+    ``replace_own`` (``begin`` is about to write them anew), when one that is not a regular file is moved aside."""
     if not root.is_dir():
         return []
     own = frozenset(own)
     quarantine = _Quarantine(root)
     quarantine.prepare()
-    for name in sorted(own):
+    for name in sorted(own) if replace_own else ():
         try:
             mode = (root / name).lstat().st_mode
         except OSError:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Item", "kind_of", "walk"]
+__all__ = ["Item", "kind_of", "shown", "walk"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,12 @@ class Item:
     @property
     def is_regular(self) -> bool:
         return stat.S_ISREG(self.st.st_mode)
+
+
+def shown(name: str | Path) -> str:
+    """A file name as text any output can carry: bytes that are not UTF-8 (Python holds them as lone surrogates,
+    which no UTF-8 stream or JSON reader takes) become ``\\xNN``. For reports only, never to open a file."""
+    return str(name).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def kind_of(mode: int) -> str:

@@ -27,7 +27,7 @@ from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.kernel_cache.integrity import BREAKER_DIR, QUARANTINE
 from gatekeeper.kernel_cache.key import CACHE_VARIABLES
-from gatekeeper.kernel_cache.tree import Item, kind_of, walk
+from gatekeeper.kernel_cache.tree import Item, kind_of, shown, walk
 
 __all__ = [
     "SNAPSHOT",
@@ -98,6 +98,7 @@ def _entries(root: Path) -> Iterator[Item]:
 
 
 def _kind(rel: str) -> str:
+    rel = shown(rel)  # a directory's name (any job chose it) is a key of the stats and of a stage report
     for sub in sorted(CACHE_VARIABLES.values(), key=len, reverse=True):
         if rel == sub or rel.startswith(sub + "/"):
             return sub
