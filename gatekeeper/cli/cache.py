@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gatekeeper.cli import terminal
-from gatekeeper.core import files
+from gatekeeper.core import escape, files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 from gatekeeper.core.paths import cache_root
@@ -20,7 +20,7 @@ from gatekeeper.kernel_cache.key import (
     export_lines,
     link_inductor_headers,
 )
-from gatekeeper.kernel_cache.usage import add_to_stage_report, begin, collect_stats, parse_size, prune
+from gatekeeper.kernel_cache.usage import SNAPSHOT, add_to_stage_report, begin, collect_stats, parse_size, prune
 
 __all__ = ["add_parser", "env_command", "key_command", "prune_command", "stats_command"]
 
@@ -60,6 +60,12 @@ def env_command(
     return ExitCode.PASS
 
 
+def _line(text: str) -> None:
+    """One line on stdout: the names in it are the cache's (any job wrote them), so a newline or an escape
+    sequence in a file name is shown escaped and cannot start a line of its own."""
+    terminal.out(escape.terminal(text, newlines=False))
+
+
 def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -79,14 +85,15 @@ def stats_command(
 ) -> int:
     base = _root(root, environ)
     # Corruption is checked at every call: at the start so this job rebuilds
-    # the entry, at the end so the cache GitLab saves is sound.
-    corrupt = [c.__dict__ for c in check_and_quarantine(base)]
+    # the entry, at the end so the cache GitLab saves is sound. Before --begin,
+    # whatever is under the snapshot's name and is no regular file is moved aside too.
+    corrupt = [c.__dict__ for c in check_and_quarantine(base, own=(SNAPSHOT,), replace_own=start)]
     for c in corrupt:
         where = f"moved to {c['moved_to']}" if c["moved_to"] else "left in place"
-        terminal.out(f"gatekeeper: cache: corrupt entry {c['path']} ({c['problem']}); {where}")
+        _line(f"gatekeeper: cache: corrupt entry {c['path']} ({c['problem']}); {where}")
     if start:
         snap = begin(base)
-        terminal.out(f"gatekeeper: cache: {len(snap['files'])} entries at job start in {base}")
+        _line(f"gatekeeper: cache: {len(snap['files'])} entries at job start in {base}")
         return ExitCode.PASS
     stats = collect_stats(base, corrupt)
     if out_file:
@@ -94,14 +101,14 @@ def stats_command(
     if as_json:
         terminal.out_json(stats.to_dict())
     else:
-        terminal.out(f"kernel cache {base}: {_human(stats.total_bytes)} in {stats.total_files} files")
+        _line(f"kernel cache {base}: {_human(stats.total_bytes)} in {stats.total_files} files")
         for kind, v in stats.by_kind.items():
-            terminal.out(f"  {kind:<18} {_human(v['bytes']):>10} {v['files']:>7} files")
+            _line(f"  {kind:<18} {_human(v['bytes']):>10} {v['files']:>7} files")
         used = stats.used if stats.used is not None else f"unknown ({stats.used_unknown_reason})"
         created = stats.created if stats.created is not None else "unknown"
-        terminal.out(f"  this job: entries used {used}, created {created}; corrupt {len(corrupt)}")
+        _line(f"  this job: entries used {used}, created {created}; corrupt {len(corrupt)}")
     if into:
-        terminal.out(f"gatekeeper: cache: {add_to_stage_report(Path(into), stats)}")
+        _line(f"gatekeeper: cache: {add_to_stage_report(Path(into), stats)}")
     return ExitCode.PASS
 
 
@@ -111,7 +118,7 @@ def prune_command(*, root: str | None = None, max_size: str, environ: Mapping[st
     if not base.is_dir():
         raise InputError(base, "", "kernel cache directory not found", "set GATEKEEPER_CACHE_DIR or pass --root")
     result = prune(base, limit)
-    terminal.out(
+    _line(
         f"gatekeeper: cache: pruned {result.removed_files} files ({_human(result.removed_bytes)}); "
         f"{_human(result.before_bytes)} -> {_human(result.after_bytes)} (limit {_human(limit)})"
     )

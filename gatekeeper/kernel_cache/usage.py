@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -23,11 +25,14 @@ from gatekeeper.contract import schemas
 from gatekeeper.contract.stage_report import STAGE_SCHEMA, Metric, read_stage
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
-from gatekeeper.kernel_cache.integrity import QUARANTINE
+from gatekeeper.kernel_cache.integrity import BREAKER_DIR, QUARANTINE
 from gatekeeper.kernel_cache.key import CACHE_VARIABLES
+from gatekeeper.kernel_cache.tree import Item, kind_of, shown, walk
 
 __all__ = [
     "SNAPSHOT",
+    "SNAPSHOT_FIX",
+    "SNAPSHOT_SCHEMA",
     "CacheStats",
     "PruneResult",
     "add_to_stage_report",
@@ -35,15 +40,18 @@ __all__ = [
     "collect_stats",
     "parse_size",
     "prune",
+    "read_snapshot",
     "stage_metrics",
 ]
 
 SNAPSHOT = ".gatekeeper-snapshot.json"
+SNAPSHOT_SCHEMA = "gatekeeper.cache-snapshot/v1"
 # Files of ours inside the root that are not cache entries.
-_OWN = {SNAPSHOT}
-# The breaker's state lives in the cache root so GitLab keeps it; it is not a
-# cache entry and pruning must never drop it.
-BREAKER_DIR = "breaker"
+_OWN = frozenset({SNAPSHOT})
+# What the snapshot's errors tell the user: begin writes a new one over whatever is there.
+SNAPSHOT_FIX = (
+    "run 'gatekeeper cache stats --begin' at the start of the job (it writes a new snapshot) or delete the file"
+)
 
 
 @dataclass(frozen=True)
@@ -79,22 +87,18 @@ class PruneResult:
     after_bytes: int
 
 
-def _entries(root: Path) -> Iterator[Path]:
+def _entries(root: Path) -> Iterator[Item]:
+    """The cache entries: regular files (by lstat), not in the quarantine or the breaker's state, not ours.
+    A link, FIFO, socket or device is no entry (the integrity check moves it aside); nothing is followed."""
     if not root.is_dir():
         return
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel = Path(dirpath).relative_to(root)
-        if rel.parts[:1] in ((QUARANTINE,), (BREAKER_DIR,)):
-            dirnames[:] = []
-            continue
-        for name in filenames:
-            if rel == Path(".") and name in _OWN:
-                continue
-            yield Path(dirpath) / name
+    for item in walk(root, skip=_OWN | {QUARANTINE, BREAKER_DIR}):
+        if item.is_regular:
+            yield item
 
 
-def _kind(root: Path, path: Path) -> str:
-    rel = path.relative_to(root).as_posix()
+def _kind(rel: str) -> str:
+    rel = shown(rel)  # a directory's name (any job chose it) is a key of the stats and of a stage report
     for sub in sorted(CACHE_VARIABLES.values(), key=len, reverse=True):
         if rel == sub or rel.startswith(sub + "/"):
             return sub
@@ -102,14 +106,18 @@ def _kind(root: Path, path: Path) -> str:
 
 
 def _atime_works(root: Path) -> bool:
-    probe = root / ".gatekeeper-atime-probe"
+    # mkstemp: a new file (O_EXCL), so a link planted under a fixed probe name cannot be written through.
+    fd, name = tempfile.mkstemp(prefix=".gatekeeper-atime-probe-", dir=root)
+    probe = Path(name)
     try:
-        probe.write_bytes(b"x")
-        st = probe.stat()
-        os.utime(probe, ns=(st.st_mtime_ns - 10**9, st.st_mtime_ns))
-        before = probe.stat().st_atime_ns
-        probe.read_bytes()
-        return probe.stat().st_atime_ns > before
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(b"x")
+        st = probe.lstat()
+        os.utime(probe, ns=(st.st_mtime_ns - 10**9, st.st_mtime_ns), follow_symlinks=False)
+        before = probe.lstat().st_atime_ns
+        with open(probe, "rb") as fh:  # our own new file
+            fh.read()
+        return probe.lstat().st_atime_ns > before
     except OSError:
         return False
     finally:
@@ -117,41 +125,72 @@ def _atime_works(root: Path) -> bool:
 
 
 def begin(root: Path) -> dict[str, Any]:
-    """Snapshot the cache at the start of a job (call before the compilers run)."""
+    """Snapshot the cache at the start of a job (call before the compilers run, after ``check_and_quarantine``
+    with ``own=(SNAPSHOT,)``, which moves aside anything under the snapshot's name that is not a regular file).
+    Whatever snapshot was there is replaced, unread."""
     root.mkdir(parents=True, exist_ok=True)
+    path = root / SNAPSHOT
+    with contextlib.suppress(FileNotFoundError):
+        mode = path.lstat().st_mode
+        if not stat.S_ISREG(mode):  # os.replace would put the new one inside a directory, or fail
+            raise InputError(path, "", f"{kind_of(mode)} where the cache snapshot belongs", "delete it")
     started = time.time_ns()
     known: dict[str, int] = {}
-    for path in _entries(root):
+    for item in _entries(root):
+        st = item.st
         try:
-            st = path.stat()
-            os.utime(path, ns=(min(st.st_atime_ns, st.st_mtime_ns - 10**9), st.st_mtime_ns))
+            # follow_symlinks=False: if the entry was swapped for a link since the walk, the link is timed
+            os.utime(item.path, ns=(min(st.st_atime_ns, st.st_mtime_ns - 10**9), st.st_mtime_ns), follow_symlinks=False)
         except OSError:
             continue
-        known[path.relative_to(root).as_posix()] = st.st_mtime_ns
-    snap = {"started_ns": started, "atime": _atime_works(root), "files": known}
-    files.write_json(root / SNAPSHOT, snap)
+        known[item.rel] = st.st_mtime_ns
+    snap = {"schema": SNAPSHOT_SCHEMA, "started_ns": started, "atime": _atime_works(root), "files": known}
+    files.write_json(path, snap)
     return snap
+
+
+def read_snapshot(path: Path) -> dict[str, Any] | None:
+    """The snapshot ``begin`` wrote, or None when there is none. The cache root is written by every job with
+    the cache: a snapshot that is not a regular file, not JSON, or not a gatekeeper.cache-snapshot/v1
+    document is bad input (InputError naming the file, the place and SNAPSHOT_FIX)."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(mode):
+        raise InputError(
+            path, "", f"{kind_of(mode)} where the cache snapshot belongs (nothing in the cache is followed)",
+            SNAPSHOT_FIX,
+        )  # fmt: skip
+    try:
+        doc = files.read_json(path, what="cache snapshot")
+        if not isinstance(doc, dict):
+            raise InputError(path, "", "a cache snapshot must be a JSON object", SNAPSHOT_FIX)
+        schema = doc.get("schema")  # none: written by a gatekeeper before the schema had a name
+        if schema is not None and schema != SNAPSHOT_SCHEMA:
+            newer = isinstance(schema, str) and schema.startswith("gatekeeper.cache-snapshot/")
+            what = "written by a newer gatekeeper" if newer else "not a cache snapshot"
+            raise InputError(path, "schema", f"{what} ({str(schema)[:40]!r})", SNAPSHOT_FIX)
+        schemas.validate(SNAPSHOT_SCHEMA, doc, path=str(path))
+    except InputError as err:  # one fix for every way the snapshot is bad: begin writes a new one
+        raise InputError(err.path, err.where, err.problem, SNAPSHOT_FIX) from None
+    return doc
 
 
 def collect_stats(root: Path, corrupt: list[dict[str, Any]] | None = None) -> CacheStats:
     total_bytes = total_files = 0
     by_kind: dict[str, dict[str, int]] = {}
-    snap_path = root / SNAPSHOT
-    snap = files.read_json(snap_path, what="cache snapshot") if snap_path.is_file() else None
+    snap = read_snapshot(root / SNAPSHOT)
     used = created = 0
-    for path in _entries(root):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        kind = by_kind.setdefault(_kind(root, path), {"bytes": 0, "files": 0})
+    for item in _entries(root):
+        st = item.st
+        kind = by_kind.setdefault(_kind(item.rel), {"bytes": 0, "files": 0})
         kind["bytes"] += st.st_size
         kind["files"] += 1
         total_bytes += st.st_size
         total_files += 1
         if snap is not None:
-            rel = path.relative_to(root).as_posix()
-            before = snap["files"].get(rel)
+            before = snap["files"].get(item.rel)
             if before is None or st.st_mtime_ns != before:
                 created += 1
             elif st.st_atime_ns >= snap["started_ns"]:
@@ -159,7 +198,7 @@ def collect_stats(root: Path, corrupt: list[dict[str, Any]] | None = None) -> Ca
     reason = None
     if snap is None:
         reason = "no snapshot: run 'gatekeeper cache stats --begin' at the start of the job"
-    elif not snap.get("atime"):
+    elif not snap["atime"]:
         reason = "the filesystem does not record access times (noatime)"
     return CacheStats(
         root=str(root),
@@ -174,14 +213,10 @@ def collect_stats(root: Path, corrupt: list[dict[str, Any]] | None = None) -> Ca
 
 
 def prune(root: Path, max_bytes: int) -> PruneResult:
-    """Delete least-recently-used files (by the later of atime and mtime) until the cache fits."""
-    entries = []
-    for path in _entries(root):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        entries.append((max(st.st_atime_ns, st.st_mtime_ns), st.st_size, path))
+    """Delete least-recently-used files (by the later of atime and mtime) until the cache fits.
+
+    Only regular files are deleted (unlink never follows a link); the times and sizes are the files' own."""
+    entries = [(max(i.st.st_atime_ns, i.st.st_mtime_ns), i.st.st_size, i.path) for i in _entries(root)]
     before = sum(size for _, size, _ in entries)
     total = before
     removed = removed_bytes = 0
@@ -195,11 +230,11 @@ def prune(root: Path, max_bytes: int) -> PruneResult:
         total -= size
         removed += 1
         removed_bytes += size
-    # Drop directories the pruning emptied (deepest first); the root stays.
-    for dirpath, _, _ in sorted(os.walk(root), key=lambda w: -len(Path(w[0]).parts)):
-        if Path(dirpath) != root:
-            with contextlib.suppress(OSError):  # not empty (or gone): keep it
-                Path(dirpath).rmdir()
+    # Drop directories the pruning emptied (deepest first); the root, the quarantine and the breaker's stay.
+    dirs = [i.path for i in walk(root, skip=_OWN | {QUARANTINE, BREAKER_DIR}) if i.is_dir]
+    for path in sorted(dirs, key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):  # not empty (or gone): keep it
+            path.rmdir()
     return PruneResult(removed, removed_bytes, before, total)
 
 
@@ -238,9 +273,9 @@ def stage_metrics(stats: CacheStats) -> dict[str, Metric]:
 
 def add_to_stage_report(stage_json: Path, stats: CacheStats) -> str:
     """Add the kernel_cache_* metrics and the stats summary to a stage report; what was done, in words."""
-    if not stage_json.is_file():
+    if not stage_json.exists() and not stage_json.is_symlink():
         return f"{stage_json} not found (the stage wrote no report); cache metrics not added"
-    report = read_stage(stage_json)
+    report = read_stage(stage_json)  # anything else under the name (a FIFO, a directory, a link to nothing): exit 2
     merged = {**report.metrics, **stage_metrics(stats)}
     summary = {**report.summary, "kernel_cache": stats.to_dict()}
     # The file named, and only it (its JUnit twin has no metrics): not <dir>/<stage>.json, which

@@ -193,6 +193,8 @@ def _newest_rows(db: Path) -> list[tuple[int, str]]:
 STAGE_NUMBERS = frozenset({"value", "samples", "duration_s"})
 STAGE_TEXTS = frozenset({"message", "unit", "host", "device_name", "description"})
 STAGE_CONTEXT = {"channel": "nightly"}  # the job evaluates the stable channel
+CACHE_SNAPSHOT = ".gatekeeper-snapshot.json"  # gatekeeper.kernel_cache.usage.SNAPSHOT, in the world's cache kc/
+CACHE_ENTRY = "inductor/ab/kernel.py"  # an entry of that cache: its key in the snapshot holds its mtime
 
 INPUTS: dict[str, Input] = {
     i.name: i
@@ -296,6 +298,11 @@ INPUTS: dict[str, Input] = {
                 {"result.signature.project": OTHER_PROJECT, "result.signature.mr_iid": int(OTHER_MR)},
             ),
             "bisect.json of a finished bisection (the bisect job's --out, in its artifacts)",
+        ),
+        Input(
+            "cache snapshot", f"kc/{CACHE_SNAPSHOT}", "json",
+            m.Roles(frozenset({"started_ns", CACHE_ENTRY})),
+            "the kernel cache's snapshot of cache stats --begin (the cache root: any job with the cache writes it)",
         ),
     )
 }  # fmt: skip
@@ -416,6 +423,16 @@ COMMANDS: dict[str, Command] = {
         ),
         # A finished bisection resumed: every round is reused, nothing runs (a new candidate would run the command)
         Command("bisect --resume", ("bisect", "--resume", "--out", "{root}/bisect"), ("bisect result",), 0, cwd="repo"),
+        # The kernel cache: its snapshot is the file it reads; links, FIFOs, depth and names inside the cache
+        # (the shape of a directory, not of a file) are tests/kernel_cache/test_cache_trust.py
+        Command("cache stats", ("cache", "stats", "--root", "{root}/kc"), ("cache snapshot",), 0),
+        Command("cache stats --begin", ("cache", "stats", "--root", "{root}/kc", "--begin"), ("cache snapshot",), 0),
+        Command(
+            "cache stats --into",
+            ("cache", "stats", "--root", "{root}/kc", "--into", "{root}/art/performance_baseline.json"),
+            ("cache snapshot", "stage artifact"), 0,
+        ),
+        Command("cache prune", ("cache", "prune", "--root", "{root}/kc", "--max-size", "1M"), ("cache snapshot",), 0),
     )
 }  # fmt: skip
 
@@ -434,9 +451,6 @@ UNCOVERED = {
     "history anchor: --set": "writes an anchor; the run's records are read as history export reads them (cases)",
     "cache key": "reads the machine's ROCm/CUDA installation, no file a job wrote",
     "cache env": "prints variables, reads no file",
-    "cache stats": "reads the compiled-kernel cache (written by compilers in every job with the cache) by size, time "
-    "and an integrity check that never parses an entry (tests/kernel_cache/): not a case yet",
-    "cache prune": "deletes the least recently used kernel-cache files by size and time: not a case yet",
 }
 
 # Inputs whose file is not in the valid world of every case: copied in only for that input's cases.
@@ -542,6 +556,7 @@ def build_world(root: Path, api: str, refused: str) -> None:
         shutil.rmtree(root / "unused", ignore_errors=True)
         _history_world(root, run)
         _bisect_world(root, run)
+        _cache_world(root, run)
     finally:
         os.chdir(cwd)
         os.environ.clear()
@@ -585,6 +600,22 @@ def _bisect_world(root: Path, run: Any) -> None:
             "--", "sh", "-c", "test ! -f bad")  # fmt: skip
     finally:
         os.chdir(cwd)
+
+
+def _cache_world(root: Path, run: Any) -> None:
+    """A kernel cache (an Inductor kernel, a Triton binary, a sound MIOpen user db) and its snapshot, as
+    ``cache stats --begin`` writes it at a job's start."""
+    cache = root / "kc"
+    for rel, data in ((CACHE_ENTRY, b"def kernel(): pass\n"), ("triton/x1/k.hsaco", b"\x7fELF" + b"\0" * 60)):
+        (cache / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cache / rel).write_bytes(data)
+    (cache / "miopen" / "db").mkdir(parents=True)
+    conn = sqlite3.connect(cache / "miopen" / "db" / "gfx942_304.udb")
+    with conn:
+        conn.execute("CREATE TABLE perf_db (id INTEGER PRIMARY KEY, solver TEXT, params TEXT)")
+        conn.execute("INSERT INTO perf_db (solver, params) VALUES ('ConvBinWinograd3x3U', '1,1,1')")
+    conn.close()
+    run("cache", "stats", "--root", str(cache), "--begin")
 
 
 def open_issues(root: Path) -> list[dict[str, Any]]:
@@ -687,6 +718,7 @@ POLICY = {
     "history row": "rows", "breaker marker": "ignored", "spool entry": "ignored", "alert state": "ignored",
     "log": "text", "capture": "text",
     "history series": "rows", "anchor row": "rows", "history export": "strict", "bisect result": "strict",
+    "cache snapshot": "strict",
 }  # fmt: skip
 
 # Cells that do not exist, with why (every other cell of COMMANDS x inputs x CLASSES is a case).
@@ -708,6 +740,8 @@ NOT_APPLICABLE = {
     ("breaker marker", "number"): "a marker has no number fields",
     ("anchor row", "keys"): "an anchor is a table row: columns, no JSON keys",
     ("anchor row", "context"): "the anchors table holds every channel's anchors: a row names its own, no job's",
+    ("cache snapshot", "text"): "the snapshot holds no free text (a time, a flag, entry names only compared, never "
+    "shown: hostile names in the cache are tests/kernel_cache/test_cache_trust.py)",
 }
 
 # Cells whose documented code differs from their input's policy.
@@ -749,6 +783,9 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     ("doctor --from", "capture", "oversized"): frozenset({2}),
     **{("doctor --from", "capture tools", c): frozenset({0})
        for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
+    # cache stats --begin writes a new snapshot over whatever was there, unread (one that is not a regular file is
+    # moved to the quarantine first); prune reads no snapshot (it deletes by size and time, never gatekeeper's files)
+    **{(c, "cache snapshot", k): frozenset({0}) for c in ("cache stats --begin", "cache prune") for k in m.CLASSES},
 }  # fmt: skip
 
 

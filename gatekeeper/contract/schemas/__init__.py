@@ -22,6 +22,7 @@ SCHEMA_FILES = {
     "gatekeeper.known_issues/v1": "known_issues.v1.json",
     "gatekeeper.analysis/v1": "analysis.v1.json",
     "gatekeeper.bisect/v1": "bisect.v1.json",
+    "gatekeeper.cache-snapshot/v1": "cache_snapshot.v1.json",
 }
 
 
