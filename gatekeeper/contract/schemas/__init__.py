@@ -17,6 +17,7 @@ SCHEMA_FILES = {
     "gatekeeper.known_issues/v1": "known_issues.v1.json",
     "gatekeeper.analysis/v1": "analysis.v1.json",
     "gatekeeper.bisect/v1": "bisect.v1.json",
+    "gatekeeper.bisect-nightly/v1": "bisect_nightly.v1.json",
 }
 
 
