@@ -297,6 +297,24 @@ INPUTS: dict[str, Input] = {
             ),
             "bisect.json of a finished bisection (the bisect job's --out, in its artifacts)",
         ),
+        Input(
+            "capture fs", "cap/fs.json", "json", m.Roles(frozenset(), frozenset({"path", "group", "groups"})),
+            "fs.json of a capture (device nodes, groups)",
+        ),
+        Input(
+            "capture torch", "cap/torch.json", "json",
+            m.Roles(frozenset({"total_memory"}), frozenset({"version", "name", "gfx_arch", "compute_capability"})),
+            "torch.json of a capture (what the torch probe printed)",
+        ),
+        Input(
+            "nightly state", "nightly/state.json", "json", m.Roles(),
+            "the previous night of bisect --since-green (the job's cache: any job with the cache can write it)",
+        ),
+        Input(
+            "soak series", "art/performance_baseline.soak.jsonl", "jsonl",
+            m.Roles(frozenset({"t_s", "iterations", "throughput", "latency_ms_median", "memory_mb"})),
+            "performance_baseline's soak windows (the code under test wrote them), plotted by the report",
+        ),
     )
 }  # fmt: skip
 
@@ -334,14 +352,14 @@ COMMANDS: dict[str, Command] = {
             "report",
             ("report", "--artifacts", "{root}/art", "--history", "sqlite:{root}/hist/history.db",
              "--format", "md", "--out", "{root}/out/report.md"),
-            ("stage artifact", "verdict", "analysis", "history row"), 0,
+            ("stage artifact", "verdict", "analysis", "history row", "soak series"), 0,
         ),
         # The HTML page draws plots (seconds each): only the classes that reach a plot or the page's markup.
         Command(
             "report html",
             ("report", "--artifacts", "{root}/art", "--history", "sqlite:{root}/hist/history.db",
              "--out", "{root}/out/report.html"),
-            ("stage artifact", "verdict", "history row"), 0,
+            ("stage artifact", "verdict", "history row", "soak series"), 0,
             classes=("huge-number", "non-finite", "string-number", "control-chars", "markup"),
         ),
         Command(
@@ -357,7 +375,8 @@ COMMANDS: dict[str, Command] = {
             ("verdict", "analysis", "alert state"), 0, sends=True,
         ),
         Command("notify --resend", ("notify", "--resend", "--spool", "{root}/spool"), ("spool entry",), 0, sends=True),
-        Command("doctor --from", ("doctor", "--from", "{root}/cap"), ("capture", "capture tools"), 0),
+        Command("doctor --from", ("doctor", "--from", "{root}/cap"),
+                ("capture", "capture tools", "capture fs", "capture torch"), 0),
         Command(
             "breaker check",
             ("breaker", "check", "--channel", "nightly", "--job", "performance_baseline", "--state", "{root}/state",
@@ -416,6 +435,12 @@ COMMANDS: dict[str, Command] = {
         ),
         # A finished bisection resumed: every round is reused, nothing runs (a new candidate would run the command)
         Command("bisect --resume", ("bisect", "--resume", "--out", "{root}/bisect"), ("bisect result",), 0, cwd="repo"),
+        # The nightly job's decision (the previous night was red too: nothing is bisected, the state records tonight)
+        Command(
+            "bisect --since-green",
+            ("bisect", "--since-green", "{root}/nightly/state.json", "--verdict", "{root}/nightly/verdict.json"),
+            ("nightly state",), 0,
+        ),
     )
 }  # fmt: skip
 
@@ -542,6 +567,7 @@ def build_world(root: Path, api: str, refused: str) -> None:
         shutil.rmtree(root / "unused", ignore_errors=True)
         _history_world(root, run)
         _bisect_world(root, run)
+        _reader_world(root, run)
     finally:
         os.chdir(cwd)
         os.environ.clear()
@@ -585,6 +611,31 @@ def _bisect_world(root: Path, run: Any) -> None:
             "--", "sh", "-c", "test ! -f bad")  # fmt: skip
     finally:
         os.chdir(cwd)
+
+
+def _reader_world(root: Path, run: Any) -> None:
+    """The capture's fs.json and torch.json (the four MI300X of its rocminfo.txt), a soak series beside the
+    artifacts, and the nightly bisect state after a red night with tonight's (red) nightly verdict."""
+    from gatekeeper.contract.verdict import read_verdict, write_verdict
+    from gatekeeper.core import files
+    from gatekeeper.machine.hygiene import DeviceNode, FsFacts
+
+    renders = tuple(DeviceNode(f"/dev/dri/renderD{128 + 8 * i}", True, True, True, "render") for i in range(4))
+    fs = FsFacts(DeviceNode("/dev/kfd", True, True, True, "render"), DeviceNode("/dev/dri", True, True, True, "video"),
+                 renders, ("render", "video"))  # fmt: skip
+    files.write_json(root / "cap" / "fs.json", fs.to_dict())
+    gpu = {"name": "AMD Instinct MI300X", "gfx_arch": "gfx942:sramecc+:xnack-", "compute_capability": "9.4",
+           "total_memory": 205822885888}  # fmt: skip
+    torch = {"version": "2.5.1+rocm6.2", "hip": "6.2.41133-dd7f95766", "cuda": None, "available": True,
+             "arch_list": ["gfx942"], "devices": [gpu] * 4, "miopen": "3.2.0"}  # fmt: skip
+    files.write_json(root / "cap" / "torch.json", torch)
+    windows = [{"t_s": 30.0 * k, "iterations": 900 + k, "throughput": 1200.0 - k, "latency_ms_median": 26.5,
+                "memory_mb": 2048.0 + k} for k in range(1, 5)]  # fmt: skip
+    files.atomic_write(root / "art" / "performance_baseline.soak.jsonl", "".join(json.dumps(w) + "\n" for w in windows))
+    verdict = read_verdict(str(root / "art" / "verdict.json"))
+    write_verdict(dataclasses.replace(verdict, channel="nightly"), root / "nightly" / "verdict.json")
+    state = str(root / "nightly" / "state.json")
+    run("bisect", "--since-green", state, "--verdict", str(root / "nightly" / "verdict.json"))  # the first night
 
 
 def open_issues(root: Path) -> list[dict[str, Any]]:
@@ -687,6 +738,7 @@ POLICY = {
     "history row": "rows", "breaker marker": "ignored", "spool entry": "ignored", "alert state": "ignored",
     "log": "text", "capture": "text",
     "history series": "rows", "anchor row": "rows", "history export": "strict", "bisect result": "strict",
+    "capture fs": "strict", "capture torch": "strict", "nightly state": "ignored", "soak series": "ignored",
 }  # fmt: skip
 
 # Cells that do not exist, with why (every other cell of COMMANDS x inputs x CLASSES is a case).
@@ -708,6 +760,12 @@ NOT_APPLICABLE = {
     ("breaker marker", "number"): "a marker has no number fields",
     ("anchor row", "keys"): "an anchor is a table row: columns, no JSON keys",
     ("anchor row", "context"): "the anchors table holds every channel's anchors: a row names its own, no job's",
+    ("capture fs", "context"): "a capture is of another machine by design",
+    ("capture torch", "context"): "a capture is of another machine by design",
+    ("nightly state", "text"): "the nightly state holds no free text (a result word, a version, a commit)",
+    ("nightly state", "context"): "the previous night is another pipeline and commit by design",
+    ("soak series", "text"): "a soak window holds numbers only",
+    ("soak series", "context"): "a soak window names no channel, project or pipeline",
 }
 
 # Cells whose documented code differs from their input's policy.
@@ -747,7 +805,9 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
        for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
     # a capture file holds at most 256 MiB
     ("doctor --from", "capture", "oversized"): frozenset({2}),
-    **{("doctor --from", "capture tools", c): frozenset({0})
+    # the nightly state is rewritten with tonight: a directory in its place cannot be, exit 2 naming it
+    ("bisect --since-green", "nightly state", "directory"): frozenset({2}),
+    **{("doctor --from", i, c): frozenset({0}) for i in ("capture tools", "capture fs", "capture torch")
        for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
 }  # fmt: skip
 
