@@ -172,7 +172,9 @@ def test_gate_exit_codes_beyond_warnings_and_skips_are_an_error(
 
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+    f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+    for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
 
 
 @pytest.mark.parametrize("merged", [ALIAS_BOMB, "gatekeeper:gate: {allow_failure: true}\ngatekeeper:gate: {}\n", 5])
