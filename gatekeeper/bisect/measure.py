@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.bisect.providers.base import OUT, Prepared
-from gatekeeper.contract.stage_report import Check, Metric, StageReport, read_stage
-from gatekeeper.core import files, proc
+from gatekeeper.contract.stage_report import Check, Metric, StageReport, parse_stage, read_stage
+from gatekeeper.core import budgets, files, proc
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
 
@@ -191,12 +191,13 @@ class Runner:
             )
         if not path.is_file():
             raise InputError(path, "", "a measured round's stage result is missing", "rerun without --resume")
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        if digest != record.get("sha256"):
+        # one bounded read of a regular file (the artifact budget): the bytes hashed are the bytes parsed
+        data = budgets.read_capped(path, max_bytes=budgets.MAX_JSON_BYTES, what="round's stage result")
+        if hashlib.sha256(data).hexdigest() != record.get("sha256"):
             raise InputError(
                 path, "", "changed since bisect.json recorded it (sha256 differs)", "rerun without --resume"
             )
-        return read_stage(path)
+        return parse_stage(files.parse_json(data, path, what="stage artifact"), path)
 
 
 def summarise(report: StageReport, metric: str | None) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from gatekeeper.contract import schemas
 from gatekeeper.contract.verdict import read_verdict
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
@@ -52,6 +53,17 @@ def _night(doc: Any) -> dict[str, Any] | None:
     return {**doc, "torch_version": torch, "commit": commit}
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)[:64]
+
+
+def _read_state(path: Path) -> Any:
+    """The recorded night: strict JSON (``files.read_json``), valid against the ``STATE_SCHEMA`` schema."""
+    doc = files.read_json(path, what="nightly bisect state")
+    schemas.validate(STATE_SCHEMA, doc, path=str(path))
+    return doc
+
+
 def plan_since_green(*, verdict: Path | None, state: Path, index_url: str | None) -> Plan:
     if verdict is None:
         raise InputError(
@@ -71,16 +83,18 @@ def plan_since_green(*, verdict: Path | None, state: Path, index_url: str | None
             "result": v.result,
             "commit": (v.context or {}).get("commit"),
             "torch_version": (v.environment or {}).get("torch_version"),
-            "pipeline_id": (v.context or {}).get("pipeline_id"),
-            "generated_at": v.generated_at,
+            "pipeline_id": _text((v.context or {}).get("pipeline_id")),
+            "generated_at": _text(v.generated_at),
         }
     )
-    previous = None
-    if state.exists():
+    if state.is_dir():
+        raise InputError(state, "", "is a directory: the nightly bisect state is one file", "pass a file path")
+    previous, set_aside = None, ""
+    if state.exists() or state.is_symlink():
         try:
-            previous = _night(files.read_json(state, what="nightly bisect state"))
-        except InputError:
-            previous = None
+            previous = _night(_read_state(state))
+        except InputError as err:  # the job's cache: any job can write it; a bad one is no previous night
+            set_aside = f" (the state file was set aside: {err})"
     if tonight is not None:
         files.write_json(state, tonight)
     if tonight is None:
@@ -89,7 +103,7 @@ def plan_since_green(*, verdict: Path | None, state: Path, index_url: str | None
         return Plan(
             None,
             reason=f"no record of the previous night in {state} (the first night, or the cache was lost): "
-            "not bisecting",
+            f"not bisecting{set_aside}",
         )
     if tonight["result"] != "blocked":
         return Plan(None, reason=f"tonight's nightly gate is {tonight['result']}: nothing to bisect")

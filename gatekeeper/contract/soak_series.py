@@ -7,11 +7,10 @@ by the report for its plot over time.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.core import numbers
+from gatekeeper.core import budgets, files
 from gatekeeper.core.errors import InputError
 
 __all__ = ["MAX_SERIES_BYTES", "SERIES_FILE", "read_series"]
@@ -21,19 +20,22 @@ MAX_SERIES_BYTES = 64 * 2**20  # a 24 h soak writes well under 1 MB; more is not
 
 
 def read_series(path: str | Path, max_bytes: int = MAX_SERIES_BYTES) -> list[dict[str, Any]]:
-    """The complete JSON lines of a soak series (its first ``max_bytes``); a torn or garbled line
-    (killed writer), or one holding a number out of range (``core/numbers.py``), is skipped."""
+    """The complete JSON lines of a soak series (its first ``max_bytes``), each read by the strict JSON reader
+    (``files.parse_json``: no duplicate key, bounded numbers and depth); a torn or garbled line (killed writer),
+    or one it refuses, is skipped. A series that is not a regular file (a FIFO, a device, a directory) is none."""
     out: list[dict[str, Any]] = []
     p = Path(path)
-    if not p.is_file():
+    if not p.exists() and not p.is_symlink():
         return out
-    with p.open("rb") as fh:
-        text = fh.read(max_bytes).decode("utf-8", errors="replace")
-    for line in text.splitlines():
+    try:
+        with budgets.open_regular(p, what="soak series") as fh:
+            text = fh.read(max_bytes).decode("utf-8", errors="replace")
+    except InputError:
+        return out
+    for n, line in enumerate(text.splitlines(), 1):
         try:
-            rec = json.loads(line)
-            numbers.check_tree(rec, p)  # the one bounded number reader: a 400-digit t_s is not a window
-        except (ValueError, InputError):  # JSONDecodeError is a ValueError, and so is an over-long integer
+            rec = files.parse_json(line, f"{p}:{n}", what="soak window")
+        except InputError:
             continue
         if isinstance(rec, dict):
             out.append(rec)

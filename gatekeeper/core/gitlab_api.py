@@ -23,6 +23,8 @@ from urllib.parse import quote
 
 import requests
 
+from gatekeeper.core import files
+from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
 
 __all__ = ["TOKEN_VARIABLE", "GitLabClient", "GitLabError", "client_from_env"]
@@ -74,9 +76,9 @@ class GitLabClient:
     ) -> Any:
         """JSON body of a successful call; GitLabError after the last retry (``retries`` overrides the client's)."""
         resp = self._send(method, path, json=json, params=params, retries=retries)
-        try:
-            return resp.json() if resp.content else None
-        except ValueError:
+        try:  # the strict reader: an answer nested 5,000 deep was exit 70 (RecursionError), a duplicate key a decoy
+            return files.parse_json(resp.content, f"GitLab {path}", what="GitLab answer") if resp.content else None
+        except InputError:
             raise GitLabError(
                 self._redact(f"GitLab {method} {path} failed: HTTP {resp.status_code} but not JSON: {resp.text[:200]}"),
                 resp.status_code,

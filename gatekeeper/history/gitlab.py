@@ -24,7 +24,6 @@ retries on 429/5xx, tokens in headers only and redacted from every message); a
 from __future__ import annotations
 
 import io
-import json
 import os
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -34,6 +33,7 @@ from urllib.parse import quote
 import requests
 
 from gatekeeper.contract.stage_report import StageReport
+from gatekeeper.core import files
 from gatekeeper.core.budgets import MAX_ZIP_MEMBER_BYTES
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.gitlab_api import GitLabClient, GitLabError
@@ -117,9 +117,9 @@ class GitLabStore(BaselineStore):
         )
 
     def _json(self, body: bytes, path: str) -> Any:
-        try:
-            return json.loads(body)
-        except ValueError:
+        try:  # the strict reader, as core/gitlab_api.py reads GitLab's answers
+            return files.parse_json(body, path, what="GitLab answer")
+        except InputError:
             raise self._error(f"GitLab API answered non-JSON for {path}", "check CI_API_V4_URL") from None
 
     # -- finding stage results -----------------------------------------------

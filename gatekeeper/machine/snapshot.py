@@ -26,6 +26,7 @@ from typing import Any
 from gatekeeper.core import files, proc
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact, redact_env
+from gatekeeper.machine import schemas
 from gatekeeper.machine.hygiene import FsFacts
 from gatekeeper.machine.probes.nvidia_smi import QUERY
 from gatekeeper.machine.probes.versions import find_rocm_root
@@ -236,6 +237,13 @@ def _read_env(text: str) -> dict[str, str]:
     return out
 
 
+def _read_capture_json(path: Path, schema_id: str) -> Any:
+    """A capture's JSON file, strict (``files.read_json``) and valid against its schema (``machine/schemas``)."""
+    doc = files.read_json(path, what=f"capture {path.name}")
+    schemas.validate(schema_id, doc, path=str(path))
+    return doc
+
+
 def read_capture(directory: str | Path) -> Snapshot:
     directory = Path(directory)
     if not directory.is_dir():
@@ -255,29 +263,16 @@ def read_capture(directory: str | Path) -> Snapshot:
     }
     tools: dict[str, ToolRun] = {}
     if "tools.json" in present:
-        raw = files.read_json(directory / "tools.json", what="capture tools.json")
-        if not isinstance(raw, dict):
-            raise InputError(directory / "tools.json", "1:1", "expected an object of tool -> status")
-        for name, value in raw.items():
-            if not isinstance(value, dict) or "status" not in value:
-                raise InputError(directory / "tools.json", name, "expected {status, detail, duration_s}")
-            try:
-                seconds = float(value.get("duration_s", 0))
-            except (TypeError, ValueError, OverflowError):  # "fast", a list, a 400-digit integer
-                where = f"{name}.duration_s"
-                raise InputError(directory / "tools.json", where, "expected a number of seconds") from None
-            tools[name] = ToolRun(str(value["status"]), str(value.get("detail", "")), seconds)
+        raw = _read_capture_json(directory / "tools.json", "gatekeeper.capture-tools/v1")
+        tools = {
+            name: ToolRun(value["status"], value.get("detail", ""), float(value.get("duration_s", 0.0)))
+            for name, value in raw.items()
+        }
     fs = None
     if "fs.json" in present:
-        raw = files.read_json(directory / "fs.json", what="capture fs.json")
-        try:
-            fs = FsFacts.from_dict(raw)
-        except (KeyError, TypeError) as err:
-            raise InputError(directory / "fs.json", "", f"not a device-node record ({err})") from None
+        fs = FsFacts.from_dict(_read_capture_json(directory / "fs.json", "gatekeeper.capture-fs/v1"))
     torch_info = (
-        files.read_json(directory / "torch.json", what="capture torch.json") if "torch.json" in present else None
+        _read_capture_json(directory / "torch.json", "gatekeeper.capture-torch/v1") if "torch.json" in present else None
     )
-    if torch_info is not None and not isinstance(torch_info, dict):
-        raise InputError(directory / "torch.json", "1:1", "expected an object")
     environ = _read_env(files.read_text(directory / "env.txt")) if "env.txt" in present else {}
     return Snapshot(str(directory), texts, tools, environ, fs, torch_info)

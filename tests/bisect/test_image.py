@@ -184,3 +184,10 @@ def test_bisects_real_local_images(tmp_path, monkeypatch):  # pragma: no cover -
     assert cli.main([*argv, "--good", "v1", "--bad", "v6", "--out", str(tmp_path / "o"), "--", "sh", "check.sh"]) == 0
     doc = json.loads((tmp_path / "o" / "bisect.json").read_text())
     assert doc["candidates"][doc["result"]["first_bad"]]["label"] == "v4"
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "[5]", '[{"Id": "a", "Id": "b"}]', "not json", ""])
+def test_inspect_output_the_strict_reader_refuses_gives_no_facts_never_a_crash(text: str) -> None:
+    # the engine's answer about a candidate image: brackets 5,000 deep (RecursionError) and "[5]" were exit 70
+    facts = inspect_facts(text)
+    assert not facts.get("digest")

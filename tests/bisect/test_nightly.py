@@ -197,3 +197,38 @@ def test_since_green_from_the_command_line(tmp_path, capsys):
     assert not (tmp_path / "b").exists()
     assert cli.main(["bisect", "--verdict", str(green), "--provider", "git", "--good", "a", "--bad", "b"]) == 2
     assert "--verdict goes with --since-green" in capsys.readouterr().err
+
+
+HOSTILE_STATES = {
+    "not JSON": "{",
+    "a list": "[1, 2]",
+    "a duplicate key": '{"schema": "gatekeeper.bisect-nightly/v1", "result": "blocked", "result": "pass"}',
+    "another result word": '{"schema": "gatekeeper.bisect-nightly/v1", "result": "green"}',
+    "a commit that is no SHA": '{"schema": "gatekeeper.bisect-nightly/v1", "result": "pass", "commit": "--output=x"}',
+    "a torch that is a number": '{"schema": "gatekeeper.bisect-nightly/v1", "result": "pass", "torch_version": 2.7}',
+    "deep nesting": "[" * 5000 + "]" * 5000,
+}
+
+
+@pytest.mark.parametrize("text", HOSTILE_STATES.values(), ids=HOSTILE_STATES)
+def test_a_hostile_state_is_set_aside_with_its_reason_and_tonight_recorded(tmp_path: Path, text: str) -> None:
+    # The state lives in the job's cache (any job with the cache can write it): a bad one is no previous night,
+    # said in the reason, never a bisection from a night it made up, never exit 70.
+    state = tmp_path / "nightly.json"
+    state.write_text(text, encoding="utf-8")
+    red = _night(tmp_path, "blocked", torch="2.7.0.dev20250302+rocm6.2", commit="b" * 40, name="n.json")
+    plan = plan_since_green(verdict=red, state=state, index_url=INDEX)
+    assert plan.provider is None
+    assert "the state file was set aside" in plan.reason
+    assert str(state) in plan.reason
+    assert json.loads(state.read_text())["result"] == "blocked"  # tonight, valid for the next night's reader
+    plan = plan_since_green(verdict=red, state=state, index_url=INDEX)
+    assert "set aside" not in plan.reason
+
+
+def test_a_directory_where_the_state_belongs_is_exit_2(tmp_path: Path) -> None:
+    state = tmp_path / "nightly.json"
+    state.mkdir()
+    red = _night(tmp_path, "blocked", torch="2.7.0.dev20250302+rocm6.2", commit="b" * 40, name="n.json")
+    with pytest.raises(InputError, match="is a directory"):
+        plan_since_green(verdict=red, state=state, index_url=INDEX)

@@ -208,6 +208,16 @@ def test_a_planted_marker_in_someone_elses_issue_is_not_ours(bisected, tmp_path)
     assert MARKER in forged
 
 
+@pytest.mark.parametrize("blob", [b"[" * 1400, b'{"metric": "a", "metric": "b"}', b"\xff\xfe{}"])
+def test_a_marker_the_strict_json_reader_refuses_is_no_marker(blob: bytes) -> None:
+    # an issue's description is GitLab's answer, editable by anyone who can edit the issue: brackets nested 1,400
+    # deep fit the marker's 2,000 characters and were exit 70 (RecursionError)
+    import base64
+
+    data = base64.urlsafe_b64encode(blob).decode().rstrip("=")
+    assert parse_marker(f"{MARKER}0123456789abcdef:{data} -->") is None
+
+
 def test_unreachable_gitlab_spools_data_redacted_and_resend_files_it(bisected, tmp_path):
     spool = tmp_path / "alerts"
     lines: list[str] = []

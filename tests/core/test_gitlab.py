@@ -72,3 +72,10 @@ def test_non_json_success_and_bad_url_are_errors_not_crashes():
         _client(srv.url).request("GET", "/x")
     with pytest.raises(GitLabError, match=r"InvalidURL|MissingSchema|InvalidSchema"):
         GitLabClient(api_url="nota://url", token=TOKEN, retries=0).request("GET", "/x")
+
+
+@pytest.mark.parametrize("body", ["[" * 5000 + "]" * 5000, '{"id": 5, "id": 6}', "not json"])
+def test_an_answer_the_strict_json_reader_refuses_is_a_gitlab_error_never_a_crash(body: str) -> None:
+    # a 5,000-deep answer was exit 70 (RecursionError through requests' json())
+    with FakeServer(default=Reply(200, body)) as srv, pytest.raises(GitLabError, match="not JSON"):
+        _client(srv.url).request("GET", "/projects/42")

@@ -36,6 +36,7 @@ def test_a_summary_reads_back_as_the_levels_of_its_points() -> None:
         ('["a"]', np.asarray([[2, np.nan, 0.1]]).tobytes()),
         ('["a"]', np.asarray([[2, 1.0, -0.1]]).tobytes()),  # a negative variance
         ('["a"]', "text"),
+        ("[" * 5000 + "]" * 5000, np.asarray([[2, 1.0, 0.1]]).tobytes()),  # was exit 70 (RecursionError)
     ],
 )
 def test_a_summary_that_is_not_one_is_not_read(names: str, data: object) -> None:
@@ -85,3 +86,13 @@ def test_a_number_the_bounded_reader_refuses_leaves_its_row_out_and_is_never_a_c
     ]
     got = metric_columns(rows)
     assert list(got["m"].rows) == [0, 3]
+
+
+@pytest.mark.parametrize(
+    "text", ["[" * 5000 + "]" * 5000, '{"torch": "2.5", "torch": "2.6"}', b"\xff\xfe", 5, '{"a": 1' + "0" * 400 + "}"]
+)
+def test_a_stored_json_column_the_strict_reader_refuses_is_empty_never_a_crash(text: object) -> None:
+    from gatekeeper.history.sql_schema import json_dict
+
+    assert json_dict(text) == {}
+    assert json_dict('{"torch": "2.5"}') == {"torch": "2.5"}

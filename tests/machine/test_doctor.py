@@ -265,6 +265,38 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["doctor", "--from", str(bad), "--capture", str(tmp_path / "x")]) == 2
 
 
+# A field of the wrong type in a capture's JSON files (a hand-edited or hostile paste): exit 2 naming the file and
+# the field, never exit 70 and never a wrong fact ("is_root": "false" read as root, "exists": "no" as present).
+WRONG_FIELDS = [
+    ("torch.json", {"version": "2.5", "hip": "6.2", "available": True, "devices": 5}, "devices"),
+    ("torch.json", {"version": "2.5", "hip": ["6.2"], "available": True}, "hip"),
+    ("torch.json", {"version": "2.5", "hip": "6.2", "available": True, "arch_list": 7}, "arch_list"),
+    ("torch.json", {"version": "2.5", "available": "no"}, "available"),
+    ("torch.json", {"version": "2.5", "devices": [{"name": "MI300X", "total_memory": "x"}]}, "devices[0].total_memory"),
+    ("torch.json", [1, 2], "(top level)"),
+    ("fs.json", {"kfd": {"path": "/dev/kfd"}, "dri": {"path": "/dev/dri"}, "is_root": "false"}, "is_root"),
+    ("fs.json", {"kfd": {"path": "/dev/kfd", "exists": "no"}, "dri": {"path": "/dev/dri"}}, "kfd.exists"),
+    ("fs.json", {"kfd": {"path": "/dev/kfd"}, "dri": {"path": "/dev/dri"}, "groups": "render"}, "groups"),
+    ("fs.json", {"kfd": {"path": "/dev/kfd"}, "dri": {"path": "/dev/dri", "group": ["video"]}}, "dri.group"),
+    ("fs.json", {"kfd": {"path": "/dev/kfd"}}, "(top level)"),
+    ("tools.json", {"rocminfo": {"status": "ok", "duration_s": "0.4"}}, "rocminfo.duration_s"),
+    ("tools.json", {"rocminfo": "ok"}, "rocminfo"),
+]
+
+
+@pytest.mark.parametrize(("name", "doc", "field"), WRONG_FIELDS, ids=[f"{n}:{f}" for n, _, f in WRONG_FIELDS])
+def test_a_capture_file_with_a_wrong_field_is_exit_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, doc: object, field: str
+) -> None:
+    d = _capture(tmp_path, "cap", {"rocminfo.txt": ROCMINFO[0]}, {name: json.dumps(doc)})
+    assert cli.main(["doctor", "--from", str(d)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"gatekeeper: {d / name}:"), err
+    assert f"{field}:" in err, err
+    assert "gatekeeper.capture-" in err, err
+
+
 def _fake_tools(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

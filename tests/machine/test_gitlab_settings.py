@@ -171,6 +171,21 @@ def test_gate_exit_codes_beyond_warnings_and_skips_are_an_error(
     assert expected in f.message
 
 
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+    for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize("merged", [ALIAS_BOMB, "gatekeeper:gate: {allow_failure: true}\ngatekeeper:gate: {}\n", 5])
+def test_a_merged_yaml_the_bounded_reader_refuses_is_no_definition(fake: tuple[FakeGitLab, str], merged: Any) -> None:
+    # GitLab's answer goes through the gates file's reader (bounded size and alias expansion, no duplicate key):
+    # of two definitions of the gate the last silently won
+    fake[0].lint["merged_yaml"] = merged
+    f = _check(fake)["gate.on_protected_branch"]
+    assert "allow_failure: true" not in f.message
+
+
 def test_no_gate_job_or_a_manual_one_is_an_error(fake: tuple[FakeGitLab, str]) -> None:
     jobs = fake[0].lint["jobs"]
     fake[0].lint["jobs"] = [j for j in jobs if not j["name"].startswith("gatekeeper:gate")]

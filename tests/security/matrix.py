@@ -304,6 +304,24 @@ INPUTS: dict[str, Input] = {
             m.Roles(frozenset({"started_ns", CACHE_ENTRY})),
             "the kernel cache's snapshot of cache stats --begin (the cache root: any job with the cache writes it)",
         ),
+        Input(
+            "capture fs", "cap/fs.json", "json", m.Roles(frozenset(), frozenset({"path", "group", "groups"})),
+            "fs.json of a capture (device nodes, groups)",
+        ),
+        Input(
+            "capture torch", "cap/torch.json", "json",
+            m.Roles(frozenset({"total_memory"}), frozenset({"version", "name", "gfx_arch", "compute_capability"})),
+            "torch.json of a capture (what the torch probe printed)",
+        ),
+        Input(
+            "nightly state", "nightly/state.json", "json", m.Roles(),
+            "the previous night of bisect --since-green (the job's cache: any job with the cache can write it)",
+        ),
+        Input(
+            "soak series", "art/performance_baseline.soak.jsonl", "jsonl",
+            m.Roles(frozenset({"t_s", "iterations", "throughput", "latency_ms_median", "memory_mb"})),
+            "performance_baseline's soak windows (the code under test wrote them), plotted by the report",
+        ),
     )
 }  # fmt: skip
 
@@ -341,14 +359,14 @@ COMMANDS: dict[str, Command] = {
             "report",
             ("report", "--artifacts", "{root}/art", "--history", "sqlite:{root}/hist/history.db",
              "--format", "md", "--out", "{root}/out/report.md"),
-            ("stage artifact", "verdict", "analysis", "history row"), 0,
+            ("stage artifact", "verdict", "analysis", "history row", "soak series"), 0,
         ),
         # The HTML page draws plots (seconds each): only the classes that reach a plot or the page's markup.
         Command(
             "report html",
             ("report", "--artifacts", "{root}/art", "--history", "sqlite:{root}/hist/history.db",
              "--out", "{root}/out/report.html"),
-            ("stage artifact", "verdict", "history row"), 0,
+            ("stage artifact", "verdict", "history row", "soak series"), 0,
             classes=("huge-number", "non-finite", "string-number", "control-chars", "markup"),
         ),
         Command(
@@ -364,7 +382,8 @@ COMMANDS: dict[str, Command] = {
             ("verdict", "analysis", "alert state"), 0, sends=True,
         ),
         Command("notify --resend", ("notify", "--resend", "--spool", "{root}/spool"), ("spool entry",), 0, sends=True),
-        Command("doctor --from", ("doctor", "--from", "{root}/cap"), ("capture", "capture tools"), 0),
+        Command("doctor --from", ("doctor", "--from", "{root}/cap"),
+                ("capture", "capture tools", "capture fs", "capture torch"), 0),
         Command(
             "breaker check",
             ("breaker", "check", "--channel", "nightly", "--job", "performance_baseline", "--state", "{root}/state",
@@ -433,6 +452,12 @@ COMMANDS: dict[str, Command] = {
             ("cache snapshot", "stage artifact"), 0,
         ),
         Command("cache prune", ("cache", "prune", "--root", "{root}/kc", "--max-size", "1M"), ("cache snapshot",), 0),
+        # The nightly job's decision (the previous night was red too: nothing is bisected, the state records tonight)
+        Command(
+            "bisect --since-green",
+            ("bisect", "--since-green", "{root}/nightly/state.json", "--verdict", "{root}/nightly/verdict.json"),
+            ("nightly state",), 0,
+        ),
     )
 }  # fmt: skip
 
@@ -557,6 +582,7 @@ def build_world(root: Path, api: str, refused: str) -> None:
         _history_world(root, run)
         _bisect_world(root, run)
         _cache_world(root, run)
+        _reader_world(root, run)
     finally:
         os.chdir(cwd)
         os.environ.clear()
@@ -616,6 +642,31 @@ def _cache_world(root: Path, run: Any) -> None:
         conn.execute("INSERT INTO perf_db (solver, params) VALUES ('ConvBinWinograd3x3U', '1,1,1')")
     conn.close()
     run("cache", "stats", "--root", str(cache), "--begin")
+
+
+def _reader_world(root: Path, run: Any) -> None:
+    """The capture's fs.json and torch.json (the four MI300X of its rocminfo.txt), a soak series beside the
+    artifacts, and the nightly bisect state after a red night with tonight's (red) nightly verdict."""
+    from gatekeeper.contract.verdict import read_verdict, write_verdict
+    from gatekeeper.core import files
+    from gatekeeper.machine.hygiene import DeviceNode, FsFacts
+
+    renders = tuple(DeviceNode(f"/dev/dri/renderD{128 + 8 * i}", True, True, True, "render") for i in range(4))
+    fs = FsFacts(DeviceNode("/dev/kfd", True, True, True, "render"), DeviceNode("/dev/dri", True, True, True, "video"),
+                 renders, ("render", "video"))  # fmt: skip
+    files.write_json(root / "cap" / "fs.json", fs.to_dict())
+    gpu = {"name": "AMD Instinct MI300X", "gfx_arch": "gfx942:sramecc+:xnack-", "compute_capability": "9.4",
+           "total_memory": 205822885888}  # fmt: skip
+    torch = {"version": "2.5.1+rocm6.2", "hip": "6.2.41133-dd7f95766", "cuda": None, "available": True,
+             "arch_list": ["gfx942"], "devices": [gpu] * 4, "miopen": "3.2.0"}  # fmt: skip
+    files.write_json(root / "cap" / "torch.json", torch)
+    windows = [{"t_s": 30.0 * k, "iterations": 900 + k, "throughput": 1200.0 - k, "latency_ms_median": 26.5,
+                "memory_mb": 2048.0 + k} for k in range(1, 5)]  # fmt: skip
+    files.atomic_write(root / "art" / "performance_baseline.soak.jsonl", "".join(json.dumps(w) + "\n" for w in windows))
+    verdict = read_verdict(str(root / "art" / "verdict.json"))
+    write_verdict(dataclasses.replace(verdict, channel="nightly"), root / "nightly" / "verdict.json")
+    state = str(root / "nightly" / "state.json")
+    run("bisect", "--since-green", state, "--verdict", str(root / "nightly" / "verdict.json"))  # the first night
 
 
 def open_issues(root: Path) -> list[dict[str, Any]]:
@@ -719,6 +770,7 @@ POLICY = {
     "log": "text", "capture": "text",
     "history series": "rows", "anchor row": "rows", "history export": "strict", "bisect result": "strict",
     "cache snapshot": "strict",
+    "capture fs": "strict", "capture torch": "strict", "nightly state": "ignored", "soak series": "ignored",
 }  # fmt: skip
 
 # Cells that do not exist, with why (every other cell of COMMANDS x inputs x CLASSES is a case).
@@ -742,6 +794,12 @@ NOT_APPLICABLE = {
     ("anchor row", "context"): "the anchors table holds every channel's anchors: a row names its own, no job's",
     ("cache snapshot", "text"): "the snapshot holds no free text (a time, a flag, entry names only compared, never "
     "shown: hostile names in the cache are tests/kernel_cache/test_cache_trust.py)",
+    ("capture fs", "context"): "a capture is of another machine by design",
+    ("capture torch", "context"): "a capture is of another machine by design",
+    ("nightly state", "text"): "the nightly state holds no free text (a result word, a version, a commit)",
+    ("nightly state", "context"): "the previous night is another pipeline and commit by design",
+    ("soak series", "text"): "a soak window holds numbers only",
+    ("soak series", "context"): "a soak window names no channel, project or pipeline",
 }
 
 # Cells whose documented code differs from their input's policy.
@@ -781,7 +839,9 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
        for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
     # a capture file holds at most 256 MiB
     ("doctor --from", "capture", "oversized"): frozenset({2}),
-    **{("doctor --from", "capture tools", c): frozenset({0})
+    # the nightly state is rewritten with tonight: a directory in its place cannot be, exit 2 naming it
+    ("bisect --since-green", "nightly state", "directory"): frozenset({2}),
+    **{("doctor --from", i, c): frozenset({0}) for i in ("capture tools", "capture fs", "capture torch")
        for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
     # cache stats --begin writes a new snapshot over whatever was there, unread (one that is not a regular file is
     # moved to the quarantine first); prune reads no snapshot (it deletes by size and time, never gatekeeper's files)

@@ -19,7 +19,6 @@ With ``--stage`` the image must have gatekeeper installed (the images of
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.bisect.providers.base import OUT, Candidate, Invocation, Prepared, Unavailable
-from gatekeeper.core import proc
+from gatekeeper.core import files, proc
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.escape import shell
 from gatekeeper.core.redact import is_secret_name
@@ -217,10 +216,12 @@ class ImageProvider:
             [engine, "run", "--rm", "--entrypoint", "python", candidate.ref, "-m", "pip", "list", "--format", "json"],
             timeout=INSPECT_TIMEOUT_S,
         )
-        try:
-            listed = json.loads(packages.stdout) if packages.ok else None
+        try:  # printed by pip inside the candidate image
+            listed = (
+                files.parse_json(packages.stdout, "pip list output", what="pip list output") if packages.ok else None
+            )
             facts["packages"] = {str(p["name"]).lower(): str(p["version"]) for p in listed or []}
-        except (ValueError, TypeError, KeyError):
+        except (InputError, TypeError, KeyError):
             facts["packages"] = {}
         if not packages.ok:
             facts["packages_error"] = f"pip list in the image {packages.describe()}"
@@ -286,10 +287,10 @@ _ENV_KEEP = re.compile(r"(VERSION|ROCM|HIP|CUDA|TORCH|PYTORCH|MIOPEN|RCCL|NCCL|H
 
 def inspect_facts(text: str) -> dict[str, Any]:
     """Digest, labels and stack-related environment of ``<engine> image inspect`` output."""
-    try:
-        doc = json.loads(text)
-        item = doc[0] if isinstance(doc, list) and doc else {}
-    except ValueError:
+    try:  # the engine's output about a candidate image: the strict reader (depth, duplicate keys, numbers)
+        doc = files.parse_json(text, "image inspect output", what="image inspect output")
+        item = doc[0] if isinstance(doc, list) and doc and isinstance(doc[0], dict) else {}
+    except InputError:
         item = {}
     config = item.get("Config") or {}
     env = {}

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-import json
-from importlib import resources
 from typing import Any
 
-import jsonschema
-
-from gatekeeper.core.errors import InputError
+from gatekeeper.core import schema
 
 __all__ = ["SCHEMA_FILES", "load_schema", "validate"]
 
@@ -23,41 +18,18 @@ SCHEMA_FILES = {
     "gatekeeper.analysis/v1": "analysis.v1.json",
     "gatekeeper.bisect/v1": "bisect.v1.json",
     "gatekeeper.cache-snapshot/v1": "cache_snapshot.v1.json",
+    "gatekeeper.bisect-nightly/v1": "bisect_nightly.v1.json",
 }
 
 
-@functools.cache
 def load_schema(schema_id: str) -> dict[str, Any]:
-    name = SCHEMA_FILES[schema_id]
-    return json.loads(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
-
-
-@functools.cache
-def _validator(schema_id: str) -> jsonschema.protocols.Validator:
-    schema = load_schema(schema_id)
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
+    return schema.load(__package__, SCHEMA_FILES[schema_id])
 
 
 def validate(schema_id: str, doc: Any, *, path: str, position=None) -> None:
-    """Raise InputError for the first (best) schema error in ``doc``.
+    """Raise InputError for the first (best) schema error in ``doc`` (``core/schema.py``).
 
     ``position(key_path) -> "line:col"`` maps an error to its place in the file;
     without it the place is the JSON key path.
     """
-    errors = sorted(_validator(schema_id).iter_errors(doc), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
-    if not errors:
-        return
-    err = jsonschema.exceptions.best_match(errors)
-    key_path = list(err.absolute_path)
-    dotted = _dotted(key_path) or "(top level)"
-    where = position(key_path) if position else dotted
-    problem = err.message if len(err.message) < 200 else err.message[:197] + "..."
-    raise InputError(path, where, f"{dotted}: {problem}", f"see the {schema_id} schema")
-
-
-def _dotted(key_path: list[str | int]) -> str:
-    out = ""
-    for key in key_path:
-        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
-    return out
+    schema.validate(__package__, SCHEMA_FILES[schema_id], schema_id, doc, path=path, position=position)

@@ -1,0 +1,68 @@
+"""Validating a parsed document against a JSON Schema: the first (best) error as one InputError.
+
+The schemas live beside the code that owns their format (``gatekeeper/contract/schemas`` for the files
+gatekeeper's steps exchange, ``gatekeeper/machine/schemas`` for a doctor capture); each package loads its
+own and validates through here, so every schema error reads the same: the file, the place, the problem
+and the schema to look at.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Sequence
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from gatekeeper.core.errors import InputError
+
+__all__ = ["load", "validate"]
+
+
+@functools.cache
+def load(package: str, name: str) -> dict[str, Any]:
+    """The schema file ``name`` of ``package`` (read once)."""
+    return json.loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _validator(package: str, name: str) -> jsonschema.protocols.Validator:
+    schema = load(package, name)
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
+
+
+def validate(
+    package: str,
+    name: str,
+    schema_id: str,
+    doc: Any,
+    *,
+    path: str,
+    position: Callable[[Sequence[str | int]], str] | None = None,
+) -> None:
+    """Raise InputError for the first (best) error of ``doc`` against schema file ``name`` of ``package``.
+
+    ``position(key_path) -> "line:col"`` maps an error to its place in the file; without it the place is the
+    JSON key path.
+    """
+    errors = sorted(
+        _validator(package, name).iter_errors(doc), key=lambda e: (len(e.absolute_path), str(e.absolute_path))
+    )
+    if not errors:
+        return
+    err = jsonschema.exceptions.best_match(errors)
+    key_path = list(err.absolute_path)
+    dotted = _dotted(key_path) or "(top level)"
+    where = position(key_path) if position else dotted
+    problem = err.message if len(err.message) < 200 else err.message[:197] + "..."
+    raise InputError(path, where, f"{dotted}: {problem}", f"see the {schema_id} schema")
+
+
+def _dotted(key_path: list[str | int]) -> str:
+    out = ""
+    for key in key_path:
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out
