@@ -13,14 +13,18 @@ says how to import them later: nothing is lost.
 from __future__ import annotations
 
 import json
+import os
+import stat
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gatekeeper.contract.stage_report import StageReport
-from gatekeeper.core import files
+from gatekeeper.core import budgets, files
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.redact import redact
 from gatekeeper.history import Opening, open_store
 from gatekeeper.history.baseline import BaselineStore, RunInfo, unusable
 from gatekeeper.history.sql import SqlStore
@@ -232,15 +236,38 @@ def record(
             return
         except InputError as err:
             problem = err.line()
-    lines = "".join(_line(info, report) + "\n" for report, info in records)
-    existing = spool.read_text(encoding="utf-8") if spool.is_file() else ""
-    files.atomic_write(spool, existing + lines)
+    spool = _spool("".join(_line(info, report) + "\n" for report, info in records), spool)
     raise InputError(
         store_name(spec),
         "",
         f"could not record this run (tried twice: {problem}); its {len(records)} records are spooled in {spool}",
         f"once the store is back: gatekeeper history import --from {spool} --into {store_name(spec)}",
     )
+
+
+def _spool(lines: str, spool: Path) -> Path:
+    """Append ``lines`` to ``spool`` (whole or not at all); where the records went.
+
+    The spool lies beside the verdict, where stage jobs write: what is there already is kept as it is (bytes,
+    read bounded), but only a regular file is read back. A link (its target could be any file of this
+    machine, which would then be copied into the artifacts), a directory, a FIFO or a file too large to be
+    a spool is left alone, and the records go to a new file beside it, named in the error: never lost."""
+    existing = b""
+    try:
+        if stat.S_ISREG(spool.lstat().st_mode):
+            existing = budgets.read_capped(spool, max_bytes=budgets.MAX_JSON_BYTES, what="history spool")
+        else:
+            raise InputError(spool, "", "not a regular file")
+    except FileNotFoundError:
+        pass
+    except InputError:
+        spool.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f"{spool.stem}-", suffix=spool.suffix, dir=spool.parent)
+        os.close(fd)
+        spool, existing = Path(name), b""
+    # The lines are redacted here (text); the bytes already there are kept unchanged, whatever they are.
+    files.atomic_write(spool, existing + redact(lines).encode("utf-8"), redacted=True)
+    return spool
 
 
 def _save_all(store: BaselineStore, records: Iterable[tuple[StageReport, RunInfo]]) -> None:
