@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.core import files, proc
+from gatekeeper.core import budgets, files, proc
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact, redact_env
 from gatekeeper.machine import schemas
@@ -32,6 +32,8 @@ from gatekeeper.machine.probes.nvidia_smi import QUERY
 from gatekeeper.machine.probes.versions import find_rocm_root
 
 __all__ = ["FILES", "TOOLS", "Snapshot", "ToolRun", "read_capture", "take_snapshot", "write_capture"]
+
+_VERSION_BYTES = 64 * 1024  # $ROCM_PATH/.info/version holds one line ("6.2.4-120")
 
 # tool -> (argv, capture file). Several rocm-smi (amd-smi) views go to one file; after a
 # rocm-smi (amd-smi) hang the remaining calls of that tool are skipped, not waited on again.
@@ -197,8 +199,14 @@ def take_snapshot(
     root = find_rocm_root(env)
     start = time.monotonic()
     if root is not None:
-        texts["version"] = (root / ".info" / "version").read_text(encoding="utf-8", errors="replace")
-        tools["version"] = ToolRun("ok", str(root / ".info" / "version"), time.monotonic() - start)
+        version = root / ".info" / "version"
+        try:  # a one-line file; $ROCM_PATH is the job's to set, so what it names is read bounded
+            texts["version"] = budgets.read_capped(version, max_bytes=_VERSION_BYTES, what="ROCm version file").decode(
+                "utf-8", errors="replace"
+            )
+            tools["version"] = ToolRun("ok", str(version), time.monotonic() - start)
+        except InputError as err:
+            tools["version"] = ToolRun("failed", err.line(), time.monotonic() - start)
     else:
         tools["version"] = ToolRun("missing", "no .info/version under $ROCM_PATH, $ROCM_HOME or /opt/rocm")
     torch_info = None

@@ -660,3 +660,21 @@ def test_an_allocator_key_torch_rejects_is_an_error(tmp_path: Path, capsys: pyte
     finding = next(f for f in doc["findings"] if f["check"] == "hygiene.PYTORCH_HIP_ALLOC_CONF")
     assert finding["severity"] == "error", finding
     assert code == 1
+
+
+def test_the_rocm_version_file_is_read_bounded_and_a_bad_one_is_a_failed_probe(tmp_path: Path) -> None:
+    """$ROCM_PATH is the job's to set: its .info/version is read at most 64 KiB, and one that cannot be read is a
+    failed probe with the reason, never the end of doctor."""
+    info = tmp_path / ".info"
+    info.mkdir()
+    (info / "version").write_text("6.2.4-120\n", encoding="utf-8")
+    env = {"PATH": "/nonexistent", "ROCM_PATH": str(tmp_path)}
+    snap = take_snapshot(timeout=1.0, environ=env, tools_to_run={}, probe_torch=False)
+    assert snap.texts["version"] == "6.2.4-120\n"
+    assert snap.tools["version"].status == "ok"
+    with (info / "version").open("r+b") as fh:  # sparse: one byte over the bound, no disk used
+        fh.truncate(64 * 1024 + 1)
+    snap = take_snapshot(timeout=1.0, environ=env, tools_to_run={}, probe_torch=False)
+    assert "version" not in snap.texts
+    assert snap.tools["version"].status == "failed"
+    assert "ROCm version file is larger than" in snap.tools["version"].detail
