@@ -8,7 +8,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint tools dist image clean mutation audit lock fuzz e2e
+.PHONY: setup demo test lint tools dist image clean mutation audit lock fuzz
 
 setup: $(VENV)/.installed
 
@@ -78,11 +78,6 @@ fuzz: setup
 	GATEKEEPER_FUZZ=1 GATEKEEPER_FUZZ_EXAMPLES=$(EXAMPLES) GATEKEEPER_MATRIX_SPARSE_MIB=$(SPARSE_MIB) \
 	  GATEKEEPER_MATRIX_LINE_MIB=$(LINE_MIB) GATEKEEPER_MATRIX_DEPTH=$(DEPTH) GATEKEEPER_MATRIX_ALARM_S=900 \
 	  $(BIN)/python -m pytest tests/security/test_matrix.py --timeout 3600
-
-# End to end (not in CI; 3 minutes on 2 cores): gatekeeper gpu-check with the real stages on this
-# machine's device, the tests marked e2e (deselected in make test).
-e2e: setup
-	$(BIN)/python -m pytest -m e2e tests/run/test_gpu_check_e2e.py
 
 # Mutation testing (slow, not in CI): mutants of the modules in [tool.mutmut] of pyproject.toml,
 # each run against the tests that reach it. MODULE narrows it, e.g. MODULE=gatekeeper.breaker.state.
