@@ -22,10 +22,10 @@ from gatekeeper.stats.quantiles import BOOTSTRAP, Interval, as_groups, cluster_i
 from gatekeeper.stats.tail import tail_test
 
 __all__ = [
+    "NOISE_HINT",
     "Comparison",
     "Interval",
     "cluster_interval",
-    "NOISE_HINT",
     "compare_runs",
     "fluctuation",
     "harrell_davis",

@@ -107,9 +107,7 @@ class SequentialRule:
         *,
         budget_spent: str = "",
     ) -> Step:
-        step = decide(
-            baseline, candidate, self.plan, self.looks, budget_spent=budget_spent, noise_hint=self.noise_hint
-        )
+        step = decide(baseline, candidate, self.plan, self.looks, budget_spent=budget_spent, noise_hint=self.noise_hint)
         self.looks = list(step.looks)
         return step
 
