@@ -52,6 +52,7 @@ class Options:
     max_processes: int = 20
     max_seconds: float | None = None
     min_effect: float = 0.03
+    max_cv: float = 0.05
 
 
 # Every check and metric this stage writes, with the failure category of each (contract/failures.py).
@@ -157,6 +158,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.03,
         help="with --baseline: the tolerance the rounds decide on, as your latency gate's (default 0.03 = +3%%)",
     )
+    g.add_argument(
+        "--max-cv",
+        type=float,
+        default=0.05,
+        help="with --baseline: the noise guard the rounds decide under, as your latency gate's max_cv (default 0.05)",
+    )
 
 
 def parse_duration(text: str, option: str = "--duration") -> float:
@@ -182,6 +189,13 @@ def _validate(opts: Options) -> None:
         raise InputError(None, "--max-seconds", f"must be positive (got {opts.max_seconds:g})")
     if not 0.0 < opts.min_effect < 1.0:
         raise InputError(None, "--min-effect", f"must lie between 0 and 1 (got {opts.min_effect:g})", "e.g. 0.03")
+    if not 0.0 < opts.max_cv <= rounds.MAX_CV_LIMIT:
+        raise InputError(
+            None,
+            "--max-cv",
+            f"must lie in (0, {rounds.MAX_CV_LIMIT:g}] (got {opts.max_cv:g})",
+            "e.g. 0.05, as gates.yaml",
+        )
 
 
 def run(ctx: StageContext) -> None:

@@ -12,7 +12,8 @@ the looks of this comparison (``StageJudge`` hands them to the gates' evaluation
 as the candidate's ``summary.sequential``, as ``performance_baseline`` records
 its own rounds): its regression, improvement and equivalence claims keep the
 gate's alpha whenever the loop stops, the gate's tolerance is its
-``min_effect``, and clear cases stop at the first look. Metrics without
+``min_effect``, its noise guard its ``max_cv`` (gates.yaml; the looks recorded
+here carry none), and clear cases stop at the first look. Metrics without
 per-process samples (functional results, counts) stay pass/fail by their rule.
 
 Two judges:

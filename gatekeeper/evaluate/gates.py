@@ -132,6 +132,7 @@ class Gate:
     when: Condition = field(default_factory=Condition)
     alpha: float = 0.01
     min_effect: float | None = None
+    max_cv: float = 0.05  # noise guard: a side whose process medians vary more is not judged (inconclusive)
     description: str = ""
     max_skipped: int | None = None  # more skipped checks than this fails the gate
     skip_checks: tuple[str, ...] = ()  # which checks count (globs; empty: all of the stage)
@@ -295,6 +296,7 @@ def parse_gates(
                 when=Condition.from_dict(g.get("when")),
                 alpha=float(g.get("alpha", 0.01)),
                 min_effect=g.get("min_effect"),
+                max_cv=float(g.get("max_cv", 0.05)),
                 description=g.get("description", ""),
                 max_skipped=g.get("max_skipped"),
                 skip_checks=tuple(g.get("skip_checks", ())),

@@ -228,6 +228,8 @@ def _gate_changes(a: Gate, b: Gate) -> list[str]:
     if a.min_effect != b.min_effect:
         weaker = b.min_effect is not None and (a.min_effect is None or b.min_effect > a.min_effect)
         out.append(f"min_effect {_none(a.min_effect)} -> {_none(b.min_effect)}" + (" (weakened)" if weaker else ""))
+    if a.max_cv != b.max_cv:  # a noisier run may be judged: it can pass where it was inconclusive
+        out.append(f"max_cv {a.max_cv:g} -> {b.max_cv:g}" + (" (weakened)" if b.max_cv > a.max_cv else ""))
     for field in ("metric", "junit", "compare", "skip_checks"):
         if getattr(a, field) != getattr(b, field):
             out.append(f"{field} {_none(getattr(a, field))} -> {_none(getattr(b, field))}")

@@ -14,7 +14,7 @@ from gatekeeper.evaluate.metrics import Resolved
 if TYPE_CHECKING:  # scipy is imported only when a statistical comparison runs
     from gatekeeper.stats.compare import Comparison
 
-__all__ = ["holm_adjust", "judge_gate", "uses_judge"]
+__all__ = ["holm_adjust", "judge_gate", "noise_hint", "uses_judge"]
 
 _BODY_STATS = (None, "p50", "median", "mean")
 _MIN_PROCESSES = 2
@@ -46,15 +46,24 @@ def judge_gate(
     record = _record_for(sequential, got.base or _name(gate))
     extra: dict[str, Any] = {}
     if record and record.get("sequential"):
-        cmp, extra = _replay(record, b, c, better=better, alpha=gate.alpha, min_effect=min_effect, unit=got.unit)
+        cmp, extra = _replay(record, b, c, gate=gate, better=better, min_effect=min_effect, unit=got.unit)
     else:
-        cmp = compare_runs(b, c, better=better, alpha=gate.alpha, min_effect=min_effect, unit=got.unit)
+        cmp = compare_runs(
+            b,
+            c,
+            better=better,
+            alpha=gate.alpha,
+            min_effect=min_effect,
+            max_cv=gate.max_cv,
+            unit=got.unit,
+            noise_hint=noise_hint(gate),
+        )
         if record and record.get("stopped"):
             cmp = replace(cmp, stopped=str(record["stopped"]))
     assert got.value is not None  # narrows the type for mypy; the caller checked it  # nosec B101
     assert ref.value is not None  # same  # nosec B101
     change = got.value / ref.value - 1.0 if ref.value else None
-    comparison = {**cmp.to_dict(), "alpha": gate.alpha, **extra}
+    comparison = {**cmp.to_dict(), "alpha": gate.alpha, "max_cv": gate.max_cv, **extra}
     base = {**base, "baseline_value": ref.value, "change": change, "comparison": {**comparison, "kind": "body"}}
     line = cmp.line()
     if got.statistic in _BODY_STATS:
@@ -85,6 +94,11 @@ def judge_gate(
     return GateResult(outcome=Outcome.PASS, reason=f"{shown} meets {gate.pass_rule.text}; {line}", **base)
 
 
+def noise_hint(gate: Gate) -> str:
+    """The noise guard's setting and its fix, as the reason names them when a side fluctuates too much."""
+    return f"max_cv of gate {gate.name}; more processes, a quieter runner, or raise max_cv in gates.yaml"
+
+
 def _name(gate: Gate) -> str:
     return gate.metric.partition(".")[2]
 
@@ -105,12 +119,18 @@ def _replay(
     b: list[list[float]],
     c: list[list[float]],
     *,
+    gate: Gate,
     better: Literal["lower", "higher"],
-    alpha: float,
     min_effect: float,
     unit: str,
 ) -> tuple[Comparison, dict[str, Any]]:
-    """The stage's sequential rule at its last look, with this gate's alpha and tolerance and this baseline."""
+    """The stage's sequential rule at its last look, with this gate's alpha, tolerance and noise guard and this
+    baseline.
+
+    Only the looks and the budget are taken from the record (they are how the processes were sampled); what
+    decides is the gate's. A record that stopped under another ``max_cv`` (the stage's --max-cv) is judged at the
+    gate's: the error spending depends only on the looks, so a look the guard held back still spent its share, and
+    the gate in gates.yaml is the only place that can loosen or tighten the guard (never an artifact)."""
     from gatekeeper.stats.sequential import compare_sequential
     from gatekeeper.stats.sequential_plan import Plan
 
@@ -126,13 +146,26 @@ def _replay(
     plan = Plan(
         max_processes=max(int(planned.get("max_processes", len(c))), len(c), 3),
         better=better,
-        alpha=alpha,
+        alpha=gate.alpha,
         min_effect=min_effect,
         power=float(planned.get("power", 0.9)),
+        max_cv=gate.max_cv,
         baseline_grows=grows,
     )
+    recorded_cv = planned.get("max_cv")
+    if isinstance(recorded_cv, int | float) and not isinstance(recorded_cv, bool) and recorded_cv != gate.max_cv:
+        shift = f"the rounds stopped under max_cv {recorded_cv:.3g}; judged at the gate's {gate.max_cv:g}"
+        note = f"{note}; {shift}" if note else shift
     stopped = str(record.get("stopped") or "")
-    cmp = compare_sequential(b, c, plan, pairs[:-1], stopped=stopped + (f" ({note})" if note else ""), unit=unit)
+    cmp = compare_sequential(
+        b,
+        c,
+        plan,
+        pairs[:-1],
+        stopped=stopped + (f" ({note})" if note else ""),
+        unit=unit,
+        noise_hint=noise_hint(gate),
+    )
     return cmp, {"sequential": True, "looks": [list(x) for x in pairs], "detect": plan.target}
 
 

@@ -36,6 +36,9 @@ from gatekeeper.stats.sequential_plan import Plan, Step
 __all__ = ["exit_code", "judge", "run_ab"]
 
 GIT_TIMEOUT_S = 300
+MAX_CV_LIMIT = 0.5  # as gates.yaml's max_cv: above it, "fluctuates too much" would never be said
+# ab takes the noise guard from its own --max-cv (as the tolerance from --min-effect), never from gates.yaml
+NOISE_HINT = "--max-cv of gatekeeper ab; more processes (--max-processes), a quieter runner, or raise --max-cv"
 
 
 def exit_code(c: Comparison) -> ExitCode:
@@ -77,10 +80,14 @@ def judge(
     With ``plan``: the sequential rule at its last look (``looks``: the earlier ones), else a fixed-sample test."""
     sides = [pooled(base, metric, "base"), pooled(head, metric, "head")]
     first = base[0].metrics[metric]
-    if plan is not None:
-        result = compare_sequential(sides[0], sides[1], plan, looks, stopped=stopped, unit=first.unit)
+    if plan is not None:  # the plan's max_cv (run_ab builds it from --max-cv)
+        result = compare_sequential(
+            sides[0], sides[1], plan, looks, stopped=stopped, unit=first.unit, noise_hint=NOISE_HINT
+        )
     else:
-        result = compare_runs(sides[0], sides[1], better=_better(base, metric), unit=first.unit, max_cv=max_cv)
+        result = compare_runs(
+            sides[0], sides[1], better=_better(base, metric), unit=first.unit, max_cv=max_cv, noise_hint=NOISE_HINT
+        )
     cold = [
         name
         for name, reports in (("base", base), ("head", head))
@@ -126,7 +133,8 @@ def run_ab(
     each run's line and the judge's (the CLI passes the terminal writer; nothing here prints).
 
     Budget: ``max_processes`` per side (whole rounds only), ``max_seconds`` (no round starts after it),
-    ``rounds`` (at most this many). ``min_effect``: the tolerance the rounds decide on."""
+    ``rounds`` (at most this many). ``min_effect``: the tolerance the rounds decide on. ``max_cv``: the noise
+    guard (a side whose process medians vary more is not judged), at most ``MAX_CV_LIMIT`` as in gates.yaml."""
     if rounds is not None and rounds < 1:
         raise InputError(None, "--rounds", f"must be at least 1 (got {rounds})")
     if max_processes < 3:
@@ -135,6 +143,10 @@ def run_ab(
         raise InputError(None, "--max-seconds", f"must be positive (got {max_seconds:g})")
     if not 0.0 < min_effect < 1.0:
         raise InputError(None, "--min-effect", f"must lie between 0 and 1 (got {min_effect:g})", "e.g. 0.03")
+    if not 0.0 < max_cv <= MAX_CV_LIMIT:
+        raise InputError(
+            None, "--max-cv", f"must lie in (0, {MAX_CV_LIMIT:g}] (got {max_cv:g})", "e.g. 0.05 (a fraction, 5%)"
+        )
     try:
         repository = git.Repo(repo, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -178,7 +190,8 @@ def run_ab(
                             min_effect=min_effect,
                             max_cv=max_cv,
                             baseline_grows=True,
-                        )
+                        ),
+                        noise_hint=NOISE_HINT,
                     )
                 step = rule.look(b, h, budget_spent=_spent(r, rounds, start, max_seconds))
                 log(f"  round {r}: {len(b)} + {len(h)} processes -> {_state(step)}")

@@ -76,7 +76,7 @@ from scipy import optimize
 from scipy import stats as sps
 from scipy.special import ndtr, ndtri
 
-from gatekeeper.stats.compare import Comparison, compare_runs
+from gatekeeper.stats.compare import NOISE_HINT, Comparison, compare_runs, fluctuation
 from gatekeeper.stats.quantiles import BOOTSTRAP, as_groups
 from gatekeeper.stats.sequential_plan import CODES, Plan, Step
 from gatekeeper.stats.spending import RHO, boundaries, spending_boundaries
@@ -95,8 +95,9 @@ __all__ = [
 class SequentialRule:
     """Round-by-round driver over ``decide``: it remembers the looks. One instance per comparison."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, *, noise_hint: str = NOISE_HINT) -> None:
         self.plan = plan
+        self.noise_hint = noise_hint  # where plan.max_cv was set, for the reason when a side is too noisy
         self.looks: list[tuple[int, int]] = []
 
     def look(
@@ -106,7 +107,7 @@ class SequentialRule:
         *,
         budget_spent: str = "",
     ) -> Step:
-        step = decide(baseline, candidate, self.plan, self.looks, budget_spent=budget_spent)
+        step = decide(baseline, candidate, self.plan, self.looks, budget_spent=budget_spent, noise_hint=self.noise_hint)
         self.looks = list(step.looks)
         return step
 
@@ -121,6 +122,7 @@ def compare_sequential(
     unit: str = "",
     tail_factor: float = 1.5,
     resamples: int = BOOTSTRAP,
+    noise_hint: str = NOISE_HINT,
 ) -> Comparison:
     """A finished sequential run as a ``Comparison``: the body verdict, interval and p-value from the rule
     (this look being the last), the tail test and P99 intervals from ``compare_runs`` on the final samples.
@@ -139,8 +141,9 @@ def compare_sequential(
         min_processes=plan.min_processes,
         unit=unit,
         resamples=resamples,
+        noise_hint=noise_hint,
     )
-    step = decide(baseline, candidate, plan, looks, budget_spent="no more processes were run")
+    step = decide(baseline, candidate, plan, looks, budget_spent="no more processes were run", noise_hint=noise_hint)
     return dataclasses.replace(
         fixed,
         verdict=step.verdict,
@@ -185,7 +188,9 @@ class _Looked:
     invalid: list[str]  # why no decision may be made (validity), for a single comparison
 
 
-def _core(lb: np.ndarray, lc: np.ndarray, plan: Plan, fractions: Sequence[float]) -> _Looked:
+def _core(
+    lb: np.ndarray, lc: np.ndarray, plan: Plan, fractions: Sequence[float], noise_hint: str = NOISE_HINT
+) -> _Looked:
     """Every trial (row) at one look; ``lb``/``lc`` hold log process medians (trials x processes)."""
     nb, nc = lb.shape[1], lc.shape[1]
     d = lc.mean(axis=1) - lb.mean(axis=1)
@@ -211,6 +216,7 @@ def _core(lb: np.ndarray, lc: np.ndarray, plan: Plan, fractions: Sequence[float]
     equivalent = hi_worse < target
     code = np.where(regression, 1, np.where(improvement, 2, np.where(equivalent, 3, 0)))
     invalid: list[str] = []
+    fluctuating: list[tuple[str, float]] = []
     valid = np.ones(len(d), dtype=bool)
     for name, logs, n, least in (("baseline", lb, nb, plan.min_processes), ("candidate", lc, nc, plan.min_candidate)):
         if n < least:
@@ -222,7 +228,9 @@ def _core(lb: np.ndarray, lc: np.ndarray, plan: Plan, fractions: Sequence[float]
         noisy = cv > plan.max_cv
         valid &= ~noisy
         if len(d) == 1 and noisy[0]:
-            invalid.append(f"{name} run fluctuates too much: CV of process medians {cv[0]:.1%} > {plan.max_cv:.0%}")
+            fluctuating.append((name, float(cv[0])))
+    last = len(fluctuating) - 1  # the setting and the fix are named once, after the last noisy side
+    invalid += [fluctuation(n, x, plan.max_cv, noise_hint if i == last else "") for i, (n, x) in enumerate(fluctuating)]
     code = np.where(valid, code, 0)
     return _Looked(code, worse, d, se, df, np.asarray(c_alpha), np.asarray(c_beta), invalid)
 
@@ -255,12 +263,14 @@ def decide(
     looks: Sequence[tuple[int, int]] = (),
     *,
     budget_spent: str = "",
+    noise_hint: str = NOISE_HINT,
 ) -> Step:
     """Decide, or ask for more: the rule at the look with these samples (per-process lists, as ``compare_runs``).
 
     ``looks``: the (baseline, candidate) process counts of the earlier looks, in order; this
     look is appended. ``budget_spent``: the caller can run no more (e.g. "--max-seconds 600
-    spent"); an undecided comparison then stops as inconclusive with that reason.
+    spent"); an undecided comparison then stops as inconclusive with that reason. ``noise_hint``: where
+    ``plan.max_cv`` was set and the fix, named when a side fluctuates more (``compare.fluctuation``).
     """
     b, c = as_groups(baseline), as_groups(candidate)
     if not b or not c:
@@ -274,7 +284,7 @@ def decide(
     lb = np.log([[float(np.median(g)) for g in b]])
     lc = np.log([[float(np.median(g)) for g in c]])
     fractions = _fractions(allooks, plan)
-    r = _core(lb, lc, plan, fractions)
+    r = _core(lb, lc, plan, fractions, noise_hint)
     code = int(r.code[0])
     d, se = float(r.d[0]), float(r.se[0])
     half = float(r.c_alpha[0]) * se if se > 0 and math.isfinite(float(r.c_alpha[0])) else (0.0 if se == 0 else None)

@@ -29,6 +29,8 @@ class Plan:
     body share, alpha/2, bounds false regressions; alpha/2 bounds false improvements).
     ``min_effect``: a regression must be estimated worse than this. ``detect``: the change
     caught with probability ``power`` (default ``2 * min_effect``); ruling it out is "equivalent".
+    ``max_cv``: the noise guard, as in ``compare_runs``: no look decides while a side's process medians
+    vary more than this (coefficient of variation); a gate's ``max_cv`` in gates.yaml sets it.
     """
 
     max_processes: int
@@ -46,6 +48,8 @@ class Plan:
             raise ValueError(f"better must be 'lower' or 'higher', not {self.better!r}")
         if not 0.0 < self.alpha < 1.0 or not 0.0 < self.power < 1.0:
             raise ValueError(f"alpha and power must lie in (0, 1), got {self.alpha} and {self.power}")
+        if not self.max_cv > 0.0:
+            raise ValueError(f"max_cv must be positive, got {self.max_cv}")
         if self.min_effect < 0.0:
             raise ValueError(f"min_effect must not be negative, got {self.min_effect}")
         if self.target <= self.min_effect:

@@ -28,9 +28,15 @@ from gatekeeper.stats.sequential_plan import Plan, Step
 from stages._stage import StageContext
 from stages.perf import measure
 
-__all__ = ["METRIC", "Baseline", "load_baseline", "measure_rounds"]
+__all__ = ["MAX_CV_LIMIT", "METRIC", "NOISE_HINT", "Baseline", "load_baseline", "measure_rounds"]
 
 METRIC = "latency_ms"  # the metric the rounds decide on (the default latency-median gate's)
+MAX_CV_LIMIT = 0.5  # --max-cv at most this, as a gate's max_cv in gates.yaml
+# The rounds' noise guard is --max-cv; evaluate judges the recorded rounds at the gate's own max_cv.
+NOISE_HINT = (
+    "--max-cv of performance_baseline; more processes (--max-processes), a quieter runner, "
+    "or raise --max-cv with the gate's max_cv"
+)
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,8 @@ def measure_rounds(
         rec.summary["sequential"] |= {"attempted": attempted, "stopped": stopped}
         rec.record("sequential", "info", f"{len(results)} processes: {stopped}")
         return results, clocks, why
-    plan = Plan(max_processes=opts.max_processes, min_effect=opts.min_effect)
-    rule = SequentialRule(plan)
+    plan = Plan(max_processes=opts.max_processes, min_effect=opts.min_effect, max_cv=opts.max_cv)
+    rule = SequentialRule(plan, noise_hint=NOISE_HINT)
     while True:
         spent = ""
         if attempted >= opts.max_processes and len(results) < opts.max_processes:

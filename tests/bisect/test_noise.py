@@ -32,11 +32,18 @@ class Interrupted(Exception):
 
 
 def _fake_stage(
-    latency: dict[int, float], sigma: float, seed: int = 0, *, keep: bool = False, stop_at: tuple[int, int] = (0, 0)
+    latency: dict[int, float],
+    sigma: float,
+    seed: int = 0,
+    *,
+    keep: bool = False,
+    stop_at: tuple[int, int] = (0, 0),
+    spread: tuple[float, ...] = (),
 ):
     """Runner.run replaced: the commit's true latency times seeded per-process noise (CV ``sigma``); ``seed``
     picks another draw for the same commits and rounds. ``keep``: write the round's stage result (as the stage
-    does, so ``--resume`` can reload it); ``stop_at``: (commit, round) where the run is interrupted."""
+    does, so ``--resume`` can reload it); ``stop_at``: (commit, round) where the run is interrupted; ``spread``:
+    fixed factors of the process medians instead of the noise (the same in every round)."""
 
     def run(self: Runner, prepared, k: int):
         n = int((prepared.cwd / "n.txt").read_text())
@@ -44,7 +51,7 @@ def _fake_stage(
             raise Interrupted(f"interrupted at commit {n}, round {k}")
         rng = np.random.default_rng([n, k] if not seed else [seed, n, k])
         groups = []
-        for median in latency[n] * np.exp(rng.normal(0.0, sigma, PROCESSES)):
+        for median in latency[n] * (np.array(spread) if spread else np.exp(rng.normal(0.0, sigma, PROCESSES))):
             groups.append([float(median * (1 + 0.001 * j)) for j in range(-5, 6)])
         medians = sorted(float(np.median(g)) for g in groups)
         metrics = {
@@ -90,12 +97,13 @@ def _bisect(
     keep: bool = False,
     stop_at: tuple[int, int] = (0, 0),
     resume: bool = False,
+    spread: tuple[float, ...] = (),
 ):
     n = len(latency)
     if not (tmp_path / "repo").exists():
         make_repo(tmp_path / "repo", n, lambda i: {"n.txt": str(i)})
     monkeypatch.chdir(tmp_path / "repo")
-    monkeypatch.setattr(Runner, "run", _fake_stage(latency, sigma, seed, keep=keep, stop_at=stop_at))
+    monkeypatch.setattr(Runner, "run", _fake_stage(latency, sigma, seed, keep=keep, stop_at=stop_at, spread=spread))
     opts = BisectOptions(
         provider="git",
         good="first",
@@ -273,3 +281,36 @@ def test_adding_processes_until_decided_keeps_false_alarms_within_alpha(tmp_path
     # and the rule does stop: equal candidates are found good, well within the budget of 45 processes a side
     assert sum(d["decision"] == "unknown" for d in decisions) <= 1
     assert sum(d["processes"] for d in decisions) / len(decisions) < 15
+
+
+NOISY_GATES = """\
+version: 1
+gates:
+  latency-median:
+    metric: performance_baseline.latency_ms
+    compare: baseline
+    pass: "<= +10%"
+"""
+
+
+def test_the_gates_max_cv_decides_a_bisection_the_default_calls_unknown(tmp_path, monkeypatch):
+    # process medians 8% apart (CV 8% in a round, 7.2% over two): +30% from commit 5 stands out at 6 processes a
+    # side, but the default noise guard (5%) judges nothing; the gate's max_cv 0.10 lets the same data decide
+    gates = tmp_path / "gates.yaml"
+    latency = {i: 10.0 * (1.3 if i >= 5 else 1.0) for i in range(1, 9)}
+    kw = {"sigma": 0.0, "max_processes": 6, "gates": gates, "spread": (0.92, 1.0, 1.08)}
+    gates.write_text(NOISY_GATES)
+    with pytest.raises(InputError) as err:
+        _bisect(tmp_path, monkeypatch, latency, name="default", **kw)
+    line = err.value.line()
+    assert "--bad: whether" in line
+    assert "could not be decided" in line
+    assert "CV of process medians 7.2% > 5% (max_cv of gate latency-median; " in line
+    assert "\n" not in line
+    gates.write_text(NOISY_GATES + "    max_cv: 0.10\n")
+    result = _bisect(tmp_path, monkeypatch, latency, name="loose", **kw)
+    doc = result.doc
+    assert result.exit_code == 0
+    assert _commit(doc, doc["result"]["first_bad"]) == 5
+    assert _commit(doc, doc["result"]["last_good"]) == 4
+    assert doc["result"]["culprits"][0]["exact"]

@@ -53,6 +53,10 @@ def test_the_judge_gets_the_gate_settings(calls):
     assert (calls["better"], calls["min_effect"], calls["alpha"]) == ("lower", 0.07, 0.01)
     _run(calls, _cmp(), gate=_gate(**{"pass": "<= 12", "compare": "baseline"}), better="higher")
     assert (calls["better"], calls["min_effect"]) == ("higher", 0.02)
+    assert calls["max_cv"] == 0.05
+    _run(calls, _cmp(), gate=_gate(max_cv=0.12))
+    assert calls["max_cv"] == 0.12
+    assert calls["noise_hint"].startswith("max_cv of gate g; ")
 
 
 def test_body_outcomes_exactly(calls):
@@ -60,7 +64,7 @@ def test_body_outcomes_exactly(calls):
     r = _run(calls, _cmp("regression"))
     assert (r.outcome, r.reason) == (Outcome.FAIL, f"{line}; rule <= +3%")
     assert (r.baseline_value, r.change) == (10.0, pytest.approx(0.05))
-    assert r.comparison == {**_cmp("regression").to_dict(), "alpha": 0.01, "kind": "body"}
+    assert r.comparison == {**_cmp("regression").to_dict(), "alpha": 0.01, "max_cv": 0.05, "kind": "body"}
     r = _run(calls, _cmp("regression"), gate=_gate(warn="<= +10%"))
     assert (r.outcome, r.reason) == (Outcome.WARN, f"{line}; within the warn rule <= +10%")
     r = _run(calls, _cmp("regression"), gate=_gate(warn="<= +1%"))

@@ -179,3 +179,34 @@ def test_ab_stops_at_once_on_a_clear_regression_and_at_the_budget_when_unsure(
     summary = json.loads((tmp_path / "ab3" / "ab.json").read_text(encoding="utf-8"))
     assert summary["rounds"] == 1
     assert "the budget ran out (--max-seconds 1e-09 spent)" in summary["stopped"]
+
+
+def test_ab_judges_at_its_max_cv_and_names_it_when_a_side_is_too_noisy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ab's noise guard is its --max-cv: the same +30% with noisy head processes is inconclusive at 5%, decided at 10%
+    base = [100.0, 100.5, 99.5]
+    head = [130.0 * m for m in (0.9, 1.0, 1.1, 0.95, 1.05, 0.92)]  # +30%, process medians with a CV near 8%
+    repo = _tiny_repo(tmp_path)
+    _fake_stage(monkeypatch, {"base": base, "head": head})
+    log: list[str] = []
+    code = run_ab(base="main", out=tmp_path / "ab1", repo=repo, max_processes=6, log=log.append)
+    summary = json.loads((tmp_path / "ab1" / "ab.json").read_text(encoding="utf-8"))
+    assert code == ExitCode.WARN
+    assert summary["verdict"] == "inconclusive"
+    assert summary["plan"]["max_cv"] == 0.05
+    assert (
+        "candidate run fluctuates too much: CV of process medians 7.9% > 5% (--max-cv of gatekeeper ab; "
+        in (summary["reason"])
+    )
+    _fake_stage(monkeypatch, {"base": base, "head": head})
+    code = run_ab(base="main", out=tmp_path / "ab2", repo=repo, max_processes=6, max_cv=0.10, log=log.append)
+    summary = json.loads((tmp_path / "ab2" / "ab.json").read_text(encoding="utf-8"))
+    assert (code, summary["verdict"], summary["plan"]["max_cv"]) == (ExitCode.BLOCKED, "regression", 0.10)
+    for bad in (0.0, 0.9):
+        with pytest.raises(InputError, match=r"--max-cv.*must lie in \(0, 0.5\]"):
+            run_ab(base="main", out=tmp_path / "o", repo=repo, max_cv=bad)
+    assert cli.main(["ab", "--base", "main", "--out", str(tmp_path / "o"), "--max-cv", "0.9"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-cv: must lie in (0, 0.5] (got 0.9)" in err
+    assert err.count("\n") == 1

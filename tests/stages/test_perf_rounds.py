@@ -124,6 +124,22 @@ def test_max_seconds_and_failed_processes_spend_the_budget(tmp_path: Path, monke
     assert "--max-processes 6 started, 3 failed" in ctx.rec.summary["sequential"]["stopped"]
 
 
+def test_the_rounds_decide_under_max_cv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    noisy = tuple(130.0 * m for m in (0.9, 1.0, 1.1, 0.95, 1.05, 0.92))  # +30%, process medians' CV near 8%
+    _fake_children(monkeypatch, 0, levels=noisy)
+    ctx = _ctx(tmp_path, processes=5, max_processes=6)
+    rounds.measure_rounds(ctx, {}, rounds.load_baseline(ctx, _store(tmp_path)))
+    seq = ctx.rec.summary["sequential"]
+    assert (seq["verdict"], seq["plan"]["max_cv"]) == ("inconclusive", 0.05)
+    assert "candidate run fluctuates too much: CV of process medians 7." in seq["stopped"]
+    assert "> 5% (--max-cv of performance_baseline; " in seq["stopped"]
+    _fake_children(monkeypatch, 0, levels=noisy)
+    ctx = _ctx(tmp_path, processes=5, max_processes=6, max_cv=0.10)
+    rounds.measure_rounds(ctx, {}, rounds.load_baseline(ctx, _store(tmp_path)))
+    seq = ctx.rec.summary["sequential"]
+    assert (seq["verdict"], seq["plan"]["max_cv"], seq["processes"]) == ("regression", 0.10, 5)
+
+
 def test_without_a_usable_baseline_the_first_round_is_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _fake_children(monkeypatch, 100.0)
     ctx = _ctx(tmp_path)
@@ -163,6 +179,9 @@ def test_round_options_are_checked(capsys: pytest.CaptureFixture[str], tmp_path:
     assert "--max-seconds: must be positive" in capsys.readouterr().err
     assert pb.main(["--out", str(tmp_path), "--min-effect", "3"]) == 2
     assert "--min-effect: must lie between 0 and 1" in capsys.readouterr().err
+    for bad in ("0", "0.9"):
+        assert pb.main(["--out", str(tmp_path), "--max-cv", bad]) == 2
+        assert f"--max-cv: must lie in (0, 0.5] (got {bad})" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -185,7 +185,12 @@ def test_every_validity_problem_is_named() -> None:
     got = compare_runs(BASE, [[1.0], [1.5], [2.0]], baseline_cv=0.2)
     assert got.reason == (
         "baseline run fluctuates too much: CV of process medians 20.0% > 5%; "
-        "candidate run fluctuates too much: CV of process medians 33.3% > 5%"
+        "candidate run fluctuates too much: CV of process medians 33.3% > 5% "
+        "(max_cv; more processes, a quieter runner, or a higher max_cv)"
+    )
+    hinted = compare_runs(BASE, [[1.0], [1.5], [2.0]], max_cv=0.075, noise_hint="--max-cv of the test")
+    assert (
+        hinted.reason == "candidate run fluctuates too much: CV of process medians 33.3% > 7.5% (--max-cv of the test)"
     )
     at_the_bound = compare_runs(BASE, BASE, baseline_cv=0.05, candidate_cv=0.05, max_cv=0.05)
     assert at_the_bound.verdict == "equivalent"

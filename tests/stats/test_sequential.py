@@ -217,3 +217,17 @@ def test_plan_and_step_serialise() -> None:
     assert d["plan"]["detect"] == 0.06
     assert d["looks"] == [[5, 5]]
     assert d["processes"] == 5
+
+
+def test_the_plans_max_cv_is_the_noise_guard_and_the_reason_names_its_setting() -> None:
+    base = [[m] * 5 for m in (99.0, 100.0, 101.0, 100.5, 99.5, 100.2)]
+    cand = [[130.0 * m] * 5 for m in (0.9, 1.0, 1.1, 0.95, 1.05)]  # +30%, process medians with a CV of 7.9%
+    held = SequentialRule(Plan(max_processes=20, min_effect=0.03), noise_hint="--max-cv of the test")
+    step = held.look(base, cand)
+    assert not step.stop
+    assert step.reason.endswith(
+        "candidate run fluctuates too much: CV of process medians 7.9% > 5% (--max-cv of the test)"
+    )
+    assert decide(base, cand, Plan(max_processes=20, min_effect=0.03, max_cv=0.10)).verdict == "regression"
+    with pytest.raises(ValueError, match="max_cv"):
+        Plan(max_processes=10, max_cv=0.0)
