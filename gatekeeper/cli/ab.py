@@ -47,7 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--min-effect", type=float, default=0.03, help="the tolerance the rounds decide on (default 0.03 = +3%%)"
     )
     p.add_argument("--metric", default="latency_ms", help="the metric with per-process samples (default latency_ms)")
-    p.add_argument("--max-cv", type=float, default=0.05, help="a side fluctuating more is inconclusive (0.05)")
+    p.add_argument(
+        "--max-cv",
+        type=float,
+        default=0.05,
+        help="a side whose process medians vary more (CV) is inconclusive; 0 < max-cv <= 0.5 (default 0.05)",
+    )
     p.add_argument("--out", required=True, help="directory for each run's artifacts and ab.json")
     p.add_argument("stage_args", nargs=argparse.REMAINDER, help="-- then options for the stage")
     p.set_defaults(handler=_run)
