@@ -154,7 +154,9 @@ def _count(path: Path, names: list[str], *, scan: bool = True) -> tuple[int, int
         raise InputError(path, "1:1", f"unreadable XML ({err})", "write the report as UTF-8") from None
     except _NotJUnit as err:
         raise InputError(
-            path, "1", f"not a JUnit report: the root element is <{err.args[0][:40]}>, not <testsuites> or <testsuite>",
+            path,
+            "1",
+            f"not a JUnit report: the root element is <{err.args[0][:40]}>, not <testsuites> or <testsuite>",
             "point the junit: glob at the test runner's JUnit XML only",
         ) from None
     except _TooBig as err:

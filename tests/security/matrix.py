@@ -813,7 +813,8 @@ def _junit_world(root: Path) -> None:
          f"--rootdir={suite}", f"--junitxml={root / 'reports' / 'pytest.xml'}", str(suite)],
         timeout=120, cwd=suite, env=env,
     )  # fmt: skip
-    assert res.returncode == 1 and (root / "reports" / "pytest.xml").is_file(), res.describe() + res.stdout[-2000:]
+    assert res.returncode == 1, res.describe() + res.stdout[-2000:]  # one test fails, on purpose
+    assert (root / "reports" / "pytest.xml").is_file()
     shutil.rmtree(suite)
     (root / "junit-gates.yaml").write_text(JUNIT_GATES, encoding="utf-8")
 
