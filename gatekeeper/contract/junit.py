@@ -109,7 +109,7 @@ def summarize(paths: Iterable[str | Path]) -> JUnitSummary:
 
 
 class _UnsafeXml(Exception):
-    pass
+    """A DTD or an entity declaration; args[0] is where it starts."""
 
 
 class _NotJUnit(Exception):
@@ -122,10 +122,6 @@ class _TooBig(Exception):
 
 class _NeedsCallbacks(Exception):
     """The scan cannot be exact for this file: read it with callbacks."""
-
-
-def _refuse(*_args: object) -> NoReturn:
-    raise _UnsafeXml
 
 
 def _give_up(*_args: object) -> NoReturn:
@@ -148,10 +144,10 @@ def _count(path: Path, names: list[str], *, scan: bool = True) -> tuple[int, int
                     return counts
             fh.seek(0)
             return _callbacks(fh, names)
-    except LookupError as err:  # <?xml encoding="x-unknown"?>
-        raise InputError(path, "1:1", f"unknown XML encoding ({err})", "write the report as UTF-8") from None
+    except LookupError as err:  # <?xml encoding="x-unknown"?>: the name is the file's, so only its start is shown
+        raise InputError(path, "1:1", f"unknown XML encoding ({str(err)[:80]})", "write the report as UTF-8") from None
     except ValueError as err:  # e.g. a multi-byte encoding expat cannot read
-        raise InputError(path, "1:1", f"unreadable XML ({err})", "write the report as UTF-8") from None
+        raise InputError(path, "1:1", f"unreadable XML ({str(err)[:80]})", "write the report as UTF-8") from None
     except _NotJUnit as err:
         raise InputError(
             path,
@@ -163,9 +159,12 @@ def _count(path: Path, names: list[str], *, scan: bool = True) -> tuple[int, int
         raise InputError(
             path, err.args[0], f"one tag or comment is over {_MAX_TOKEN >> 20} MiB", "regenerate the report"
         ) from None
-    except _UnsafeXml:
+    except _UnsafeXml as err:
         raise InputError(
-            path, "", "refused unsafe XML (a DTD or entity declaration)", "JUnit files may not declare DTDs or entities"
+            path,
+            err.args[0],
+            "refused unsafe XML (a DTD or entity declaration)",
+            "JUnit files may not declare DTDs or entities",
         ) from None
     except expat.ExpatError as err:
         where = f"{err.lineno}:{err.offset + 1}"
@@ -176,10 +175,14 @@ def _count(path: Path, names: list[str], *, scan: bool = True) -> tuple[int, int
 
 def _parser() -> expat.XMLParserType:
     parser = expat.ParserCreate()
-    parser.StartDoctypeDeclHandler = _refuse
-    parser.EntityDeclHandler = _refuse
-    parser.UnparsedEntityDeclHandler = _refuse
-    parser.ExternalEntityRefHandler = _refuse
+
+    def refuse(*_args: object) -> NoReturn:
+        raise _UnsafeXml(f"{parser.CurrentLineNumber}:{parser.CurrentColumnNumber + 1}")
+
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.UnparsedEntityDeclHandler = refuse
+    parser.ExternalEntityRefHandler = refuse
     return parser
 
 

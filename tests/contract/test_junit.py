@@ -217,3 +217,17 @@ def test_a_tag_beyond_the_token_bound_is_refused(tmp_path, monkeypatch):
         with pytest.raises(InputError) as err:
             junit._count(big, [], scan=scan)
         assert err.value.line().startswith(f"{big}:2:1: one tag or comment is over "), err.value.line()
+
+
+def test_refusals_name_the_place_and_stay_one_short_line(tmp_path):
+    dtd = tmp_path / "dtd.xml"
+    dtd.write_text('<?xml version="1.0"?>\n\n<!DOCTYPE t [<!ENTITY a "x">]><testsuite/>')
+    long_name = tmp_path / "enc.xml"
+    long_name.write_bytes(b'<?xml version="1.0" encoding="' + b"A" * 100_000 + b'"?><testsuites/>')
+    for path, start in ((dtd, f"{dtd}:3:"), (long_name, f"{long_name}:1:1: unknown XML encoding")):
+        for scan in (True, False):
+            with pytest.raises(InputError) as err:
+                junit._count(path, [], scan=scan)
+            line = err.value.line()
+            assert line.startswith(start), line  # the DTD's line (its column: where expat reports the declaration)
+            assert len(line) < 300, len(line)  # the file's encoding name is not echoed whole
