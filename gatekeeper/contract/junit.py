@@ -22,7 +22,11 @@ them to each other):
 
 Either way DTDs and entity declarations are refused outright (as defusedxml does),
 so entity expansion ("billion laughs") and XXE cannot happen; the bytes held at
-once are bounded (a chunk, plus the current test case up to ``_MAX_CARRY``).
+once are bounded (a chunk, plus the current test case up to ``_MAX_CARRY``, and one
+tag up to ``_MAX_TOKEN``). A well-formed document whose root is not ``<testsuites>``
+or ``<testsuite>`` is not a JUnit report and is refused: it holds no test case, so a
+``failures`` gate would pass on it. The cost stays linear in the file's size (see
+``_feed``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 import bisect
 import glob
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NoReturn
@@ -44,6 +48,8 @@ __all__ = ["JUnitSummary", "expand", "summarize"]
 _MAX_NAMES = 20
 _CHUNK = 1 << 16  # 64 KiB: as fast as 256 KiB here, 0.65 MB less resident (benchmarks/README.md)
 _MAX_CARRY = 8 << 20  # a single test case larger than this is read with callbacks instead
+_MAX_TOKEN = 64 << 20  # one tag, comment or processing instruction larger than this is refused
+_ROOTS = ("testsuites", "testsuite")
 _FLAGS = {"failure": 1, "error": 2, "skipped": 4}
 
 # Byte patterns over a document expat has checked (see the module docstring). The plain names are
@@ -103,15 +109,19 @@ def summarize(paths: Iterable[str | Path]) -> JUnitSummary:
 
 
 class _UnsafeXml(Exception):
-    pass
+    """A DTD or an entity declaration; args[0] is where it starts."""
+
+
+class _NotJUnit(Exception):
+    """The document's root element is not a JUnit one (its name in args[0])."""
+
+
+class _TooBig(Exception):
+    """One token (a tag, a comment) beyond _MAX_TOKEN; args[0] is where it starts."""
 
 
 class _NeedsCallbacks(Exception):
     """The scan cannot be exact for this file: read it with callbacks."""
-
-
-def _refuse(*_args: object) -> NoReturn:
-    raise _UnsafeXml
 
 
 def _give_up(*_args: object) -> NoReturn:
@@ -134,13 +144,27 @@ def _count(path: Path, names: list[str], *, scan: bool = True) -> tuple[int, int
                     return counts
             fh.seek(0)
             return _callbacks(fh, names)
-    except LookupError as err:  # <?xml encoding="x-unknown"?>
-        raise InputError(path, "1:1", f"unknown XML encoding ({err})", "write the report as UTF-8") from None
+    except LookupError as err:  # <?xml encoding="x-unknown"?>: the name is the file's, so only its start is shown
+        raise InputError(path, "1:1", f"unknown XML encoding ({str(err)[:80]})", "write the report as UTF-8") from None
     except ValueError as err:  # e.g. a multi-byte encoding expat cannot read
-        raise InputError(path, "1:1", f"unreadable XML ({err})", "write the report as UTF-8") from None
-    except _UnsafeXml:
+        raise InputError(path, "1:1", f"unreadable XML ({str(err)[:80]})", "write the report as UTF-8") from None
+    except _NotJUnit as err:
         raise InputError(
-            path, "", "refused unsafe XML (a DTD or entity declaration)", "JUnit files may not declare DTDs or entities"
+            path,
+            "1",
+            f"not a JUnit report: the root element is <{err.args[0][:40]}>, not <testsuites> or <testsuite>",
+            "point the junit: glob at the test runner's JUnit XML only",
+        ) from None
+    except _TooBig as err:
+        raise InputError(
+            path, err.args[0], f"one tag or comment is over {_MAX_TOKEN >> 20} MiB", "regenerate the report"
+        ) from None
+    except _UnsafeXml as err:
+        raise InputError(
+            path,
+            err.args[0],
+            "refused unsafe XML (a DTD or entity declaration)",
+            "JUnit files may not declare DTDs or entities",
         ) from None
     except expat.ExpatError as err:
         where = f"{err.lineno}:{err.offset + 1}"
@@ -151,11 +175,41 @@ def _count(path: Path, names: list[str], *, scan: bool = True) -> tuple[int, int
 
 def _parser() -> expat.XMLParserType:
     parser = expat.ParserCreate()
-    parser.StartDoctypeDeclHandler = _refuse
-    parser.EntityDeclHandler = _refuse
-    parser.UnparsedEntityDeclHandler = _refuse
-    parser.ExternalEntityRefHandler = _refuse
+
+    def refuse(*_args: object) -> NoReturn:
+        raise _UnsafeXml(f"{parser.CurrentLineNumber}:{parser.CurrentColumnNumber + 1}")
+
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.UnparsedEntityDeclHandler = refuse
+    parser.ExternalEntityRefHandler = refuse
     return parser
+
+
+def _check_root(tag: str) -> None:
+    """The first start tag is the root: a JUnit one, or the document is refused."""
+    if tag.rsplit(":", 1)[-1] not in _ROOTS:
+        raise _NotJUnit(tag)
+
+
+def _feed(parser: expat.XMLParserType, fh: IO[bytes]) -> Iterator[bytes]:
+    """Give ``fh`` to ``parser``; yields each chunk once expat has it, b"" (the end) last.
+
+    Expat parses a token cut by a chunk's end again from its start when the next chunk comes: a tag of n
+    bytes read in fixed chunks costs O(n**2) (a 4 MiB attribute took 5 s with ``ParseFile``'s 2 KiB reads).
+    So each read is at least as big as what expat still holds unparsed: the held part doubles each time and
+    the cost stays linear. A token beyond _MAX_TOKEN is refused (its bytes are held in memory)."""
+    fed = 0
+    while True:
+        held = fed - max(parser.CurrentByteIndex, 0)  # outside a callback: just past the last parse event
+        if held > _MAX_TOKEN:
+            raise _TooBig(f"{parser.CurrentLineNumber}:{parser.CurrentColumnNumber + 1}")
+        chunk = fh.read(max(_CHUNK, held))
+        parser.Parse(chunk, not chunk)  # raises first on anything malformed, unsafe or unscannable
+        fed += len(chunk)
+        yield chunk
+        if not chunk:
+            return
 
 
 def _scannable(head: bytes) -> bool:
@@ -171,12 +225,16 @@ def _scan(fh: IO[bytes], names: list[str]) -> tuple[int, int, int, int]:
     parser.CommentHandler = _give_up
     parser.StartCdataSectionHandler = _give_up
     parser.ProcessingInstructionHandler = _give_up
+
+    def root(tag: str, _attrs: dict[str, str]) -> None:
+        _check_root(tag)
+        parser.StartElementHandler = None  # one Python call per document: the rest of the parse stays in C
+
+    parser.StartElementHandler = root
     counts = [0, 0, 0, 0]  # tests, failures, errors, skipped
     carry = b""
     first = True  # buf starts at the file's start
-    while True:
-        chunk = fh.read(_CHUNK)
-        parser.Parse(chunk, not chunk)  # raises first on anything malformed, unsafe or unscannable
+    for chunk in _feed(parser, fh):
         buf = carry + chunk
         if not chunk:
             _tally(buf, len(buf), counts, names, at_file_start=first)
@@ -187,6 +245,7 @@ def _scan(fh: IO[bytes], names: list[str]) -> tuple[int, int, int, int]:
         carry = buf[cut:]
         if len(carry) > _MAX_CARRY:
             raise _NeedsCallbacks
+    raise AssertionError("_feed ends with b''")  # pragma: no cover
 
 
 def _last_case(buf: bytes) -> int:
@@ -281,9 +340,13 @@ def _callbacks(fh: IO[bytes], names: list[str]) -> tuple[int, int, int, int]:
     counts = [0, 0, 0, 0]  # tests, failures, errors, skipped
     stack: list[list] = []  # [ordinal, attributes, flags] of each open test case
     started = [0]
+    rooted: list[str] = []  # the root element, once seen
     found: list[tuple[int, str]] = []  # (ordinal, name): the first _MAX_NAMES failed test cases by start
 
     def start(tag: str, attrs: dict[str, str]) -> None:
+        if not rooted:
+            _check_root(tag)
+            rooted.append(tag)
         if ":" in tag:  # a namespace prefix (rare in JUnit)
             tag = tag.rsplit(":", 1)[1]
         if tag == "testcase":
@@ -310,6 +373,7 @@ def _callbacks(fh: IO[bytes], names: list[str]) -> tuple[int, int, int, int]:
     parser = _parser()
     parser.StartElementHandler = start
     parser.EndElementHandler = end
-    parser.ParseFile(fh)
+    for _chunk in _feed(parser, fh):
+        pass
     names += [name for _, name in found][: _MAX_NAMES - len(names)]
     return counts[0], counts[1], counts[2], counts[3]

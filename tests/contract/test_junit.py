@@ -153,3 +153,81 @@ def test_malformed_and_unsafe_files_fail_the_same_on_the_scan(tmp_path):
     bomb.write_text('<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "x">]><testsuite/>')
     with pytest.raises(InputError, match="refused unsafe XML"):
         summarize([bomb])
+
+
+@pytest.mark.parametrize("scan", [True, False])
+def test_a_document_that_is_not_junit_is_refused(tmp_path, scan):
+    # Well-formed but no JUnit report: no test case in it, so a failures gate would pass on it (fail closed)
+    page = tmp_path / "page.xml"
+    page.write_text('<?xml version="1.0"?><html><body><testcase name="t"/></body></html>')
+    with pytest.raises(InputError, match=r"not a JUnit report: the root element is <html>"):
+        junit._count(page, [], scan=scan)
+    for root in ("testsuite", "testsuites", "j:testsuites"):  # a namespace prefix is allowed, as for test cases
+        ok = tmp_path / f"{root.replace(':', '_')}.xml"
+        ok.write_text(f'<{root} xmlns:j="urn:j"><testcase name="t"/></{root}>')
+        assert junit._count(ok, [], scan=scan) == (1, 0, 0, 0)
+
+
+class _Reads:
+    """A file object that records the size of every read (how often expat is handed a tag again)."""
+
+    def __init__(self, fh):
+        self.fh, self.sizes = fh, []
+
+    def read(self, n=-1):
+        self.sizes.append(n)
+        return self.fh.read(n)
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
+
+@pytest.mark.parametrize("scan", [True, False])
+def test_a_huge_tag_is_read_in_growing_chunks(tmp_path, monkeypatch, scan):
+    # Expat parses a tag cut by a chunk's end again from its start: a 1 MiB attribute in 1 KiB chunks is
+    # parsed 1,024 times (quadratic: a 24 MiB test name hung evaluate for minutes). The reads double instead.
+    reads: list[_Reads] = []
+    real = junit.open_regular
+
+    def spy(path, **kw):
+        reads.append(_Reads(real(path, **kw)))
+        return reads[-1]
+
+    monkeypatch.setattr(junit, "open_regular", spy)
+    monkeypatch.setattr(junit, "_CHUNK", 1024)
+    monkeypatch.setattr(junit, "_MAX_CARRY", 1 << 30)  # the scan keeps to itself (no fall-back to callbacks)
+    big = tmp_path / "big.xml"
+    big.write_bytes(b'<testsuite><testcase name="' + b"A" * (1 << 20) + b'"><failure/></testcase></testsuite>')
+    assert junit._count(big, [], scan=scan) == (1, 1, 0, 0)
+    sizes = reads[0].sizes[1 if scan else 0 :]  # the scan's first read is its look at the head
+    assert len(sizes) < 20, sizes  # 1 KiB, 1 KiB, 2 KiB, 4 KiB, ... 1 MiB: about log2(1024) reads, not 1,024
+
+
+def test_a_tag_beyond_the_token_bound_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(junit, "_MAX_TOKEN", 1 << 16)
+    big = tmp_path / "big.xml"
+    big.write_bytes(b'<testsuite>\n<testcase name="' + b"A" * (1 << 18) + b'"/></testsuite>')
+    for scan in (True, False):
+        with pytest.raises(InputError) as err:
+            junit._count(big, [], scan=scan)
+        assert err.value.line().startswith(f"{big}:2:1: one tag or comment is over "), err.value.line()
+
+
+def test_refusals_name_the_place_and_stay_one_short_line(tmp_path):
+    dtd = tmp_path / "dtd.xml"
+    dtd.write_text('<?xml version="1.0"?>\n\n<!DOCTYPE t [<!ENTITY a "x">]><testsuite/>')
+    long_name = tmp_path / "enc.xml"
+    long_name.write_bytes(b'<?xml version="1.0" encoding="' + b"A" * 100_000 + b'"?><testsuites/>')
+    for path, start in ((dtd, f"{dtd}:3:"), (long_name, f"{long_name}:1:1: unknown XML encoding")):
+        for scan in (True, False):
+            with pytest.raises(InputError) as err:
+                junit._count(path, [], scan=scan)
+            line = err.value.line()
+            assert line.startswith(start), line  # the DTD's line (its column: where expat reports the declaration)
+            assert len(line) < 300, len(line)  # the file's encoding name is not echoed whole

@@ -78,7 +78,8 @@ class Input:
     path: str  # relative to the world root
     # "json", "jsonl" (one JSON document a line), "yaml", "text"; rows of a sqlite history store:
     # "sqlite-row" (the stored reports of the newest run), "sqlite-series" (what change detection reads of
-    # every record), "sqlite-anchor" (the anchors set)
+    # every record), "sqlite-anchor" (the anchors set);
+    # "xml" (a JUnit file: its elements as dicts, see ``_xml_load``)
     fmt: str
     roles: m.Roles = field(default_factory=m.Roles)
     what: str = ""
@@ -93,6 +94,8 @@ class Input:
             return m.Doc(yaml.safe_load(path.read_text(encoding="utf-8")))
         if self.fmt == "text":
             return m.Doc(path.read_text(encoding="utf-8"))
+        if self.fmt == "xml":
+            return m.Doc(_xml_load(path.read_bytes()))
         if self.fmt == "sqlite-row":
             return m.Doc([json.loads(text) for _, text in _newest_rows(path)])
         if self.fmt == "sqlite-series":
@@ -124,6 +127,8 @@ class Input:
             _update(path, "anchors", ANCHOR_COLUMNS, [[data[c] for c in ANCHOR_COLUMNS] for data in doc.data])
         elif self.fmt == "json":
             path.write_text(_json(doc.data, doc), encoding="utf-8")
+        elif self.fmt == "xml":
+            path.write_bytes(_xml(doc.data, doc))
         else:
             path.write_text(_yaml(doc.data, doc), encoding="utf-8")
 
@@ -151,6 +156,66 @@ def _yaml(data: Any, doc: m.Doc) -> str:
         key = next(iter(data))
         text = f"{key}: decoy\n{text}"
     return text
+
+
+# A JUnit file as a tree of dicts the structured classes walk as they walk JSON: an element is {"#tag": its tag,
+# attribute: value, ..., "#text": its text, "#children": [...]}; attribute values that read as numbers are numbers.
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+
+
+def _xml_load(data: bytes) -> Any:
+    from xml.etree import ElementTree  # nosec B405: the world's own file, written by pytest or gatekeeper
+
+    def node(el: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"#tag": el.tag}
+        for k, v in el.attrib.items():
+            out[k] = (float(v) if "." in v or "e" in v.lower() else int(v)) if _NUMBER.fullmatch(v) else v
+        if el.text and el.text.strip():
+            out["#text"] = el.text
+        if len(el):
+            out["#children"] = [node(c) for c in el]
+        return out
+
+    return node(ElementTree.fromstring(data))  # nosec B314
+
+
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_escape(value: str, attr: bool) -> str:
+    """Escaped as pytest's junitxml writes text: markup escaped, characters XML 1.0 cannot hold as ``#x1B``."""
+    text = _XML_ILLEGAL.sub(lambda c: f"#x{ord(c.group()):02X}", value)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+    if attr:
+        text = text.replace('"', "&quot;").replace("\n", "&#10;").replace("\t", "&#9;")
+    return text
+
+
+def _xml(data: Any, doc: m.Doc) -> bytes:
+    token = doc.token
+    if token is not None:  # a number class's token is JSON text: a JSON string is written as its characters
+        try:
+            loaded = json.loads(token)
+        except ValueError:
+            loaded = None
+        token = loaded if isinstance(loaded, str) else token
+    dup = [doc.duplicate]  # the first element with attributes gets its first one twice, a decoy first
+
+    def value(v: Any) -> str:
+        if v == m.MARK and token is not None:
+            return _xml_escape(token, True)
+        return _xml_escape(v if isinstance(v, str) else json.dumps(v), True)
+
+    def element(el: dict[str, Any]) -> str:
+        attrs = [(k, v) for k, v in el.items() if not k.startswith("#")]
+        if dup[0] and attrs:
+            attrs.insert(0, (attrs[0][0], "decoy"))
+            dup[0] = False
+        head = "<" + el["#tag"] + "".join(f' {k}="{value(v)}"' for k, v in attrs)
+        body = _xml_escape(el.get("#text", ""), False) + "".join(element(c) for c in el.get("#children", []))
+        return f"{head}>{body}</{el['#tag']}>" if body else f"{head} />"
+
+    return ('<?xml version="1.0" encoding="utf-8"?>\n' + element(data) + "\n").encode("utf-8")
 
 
 def _checkpoint(db: Path) -> None:
@@ -193,6 +258,9 @@ def _newest_rows(db: Path) -> list[tuple[int, str]]:
 STAGE_NUMBERS = frozenset({"value", "samples", "duration_s"})
 STAGE_TEXTS = frozenset({"message", "unit", "host", "device_name", "description"})
 STAGE_CONTEXT = {"channel": "nightly"}  # the job evaluates the stable channel
+# A JUnit file's count attributes (which the reader never trusts: it counts the elements) and its free text.
+JUNIT_NUMBERS = frozenset({"tests", "failures", "errors", "skipped", "time", "line"})
+JUNIT_TEXTS = frozenset({"name", "classname", "message", "#text"})
 CACHE_SNAPSHOT = ".gatekeeper-snapshot.json"  # gatekeeper.kernel_cache.usage.SNAPSHOT, in the world's cache kc/
 CACHE_ENTRY = "inductor/ab/kernel.py"  # an entry of that cache: its key in the snapshot holds its mtime
 
@@ -322,6 +390,14 @@ INPUTS: dict[str, Input] = {
             m.Roles(frozenset({"t_s", "iterations", "throughput", "latency_ms_median", "memory_mb"})),
             "performance_baseline's soak windows (the code under test wrote them), plotted by the report",
         ),
+        Input(
+            "junit report", "reports/pytest.xml", "xml", m.Roles(JUNIT_NUMBERS, JUNIT_TEXTS),
+            "a test runner's JUnit file that a junit: gate reads (pytest wrote it, running the code under test)",
+        ),
+        Input(
+            "stage junit", "art/functional_test.junit.xml", "xml", m.Roles(JUNIT_NUMBERS, JUNIT_TEXTS),
+            "a stage's <stage>.junit.xml beside its <stage>.json (the stage job wrote it)",
+        ),
     )
 }  # fmt: skip
 
@@ -346,7 +422,15 @@ COMMANDS: dict[str, Command] = {
             "evaluate",
             ("evaluate", "--artifacts", "{root}/art", "--gates", "{root}/gates.yaml", "--out", "{root}/out",
              "--baseline", "sqlite:{root}/hist/history.db", "--channel", "stable"),
-            ("stage artifact", "gates file", "history row"), 1,
+            ("stage artifact", "gates file", "history row", "stage junit"), 1,
+        ),
+        # junit: gates (junit-gates.yaml: a pytest report's pass rate, a stage JUnit file's failures), run in the
+        # world: a gate's glob is relative to the working directory
+        Command(
+            "evaluate junit",
+            ("evaluate", "--artifacts", "{root}/art", "--gates", "{root}/junit-gates.yaml", "--out", "{root}/out",
+             "--channel", "stable"),
+            ("junit report", "stage junit"), 0,
         ),
         Command(
             "analyze",
@@ -583,6 +667,7 @@ def build_world(root: Path, api: str, refused: str) -> None:
         _bisect_world(root, run)
         _cache_world(root, run)
         _reader_world(root, run)
+        _junit_world(root)
     finally:
         os.chdir(cwd)
         os.environ.clear()
@@ -669,6 +754,71 @@ def _reader_world(root: Path, run: Any) -> None:
     run("bisect", "--since-green", state, "--verdict", str(root / "nightly" / "verdict.json"))  # the first night
 
 
+JUNIT_GATES = """\
+version: 1
+gates:
+  unit-tests:
+    description: The unit tests pass (one known float-rounding failure is tolerated).
+    junit: "reports/*.xml"
+    metric: pass_rate
+    pass: ">= 0.8"
+  functional-junit:
+    description: At most the one known mismatch fails in the stage's own JUnit file (aten.nextafter).
+    junit: "art/functional_test.junit.xml"
+    metric: failures
+    pass: "<= 1"
+"""
+
+JUNIT_SUITE = """\
+import pytest
+
+
+def test_add():
+    assert 1 + 1 == 2
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_positive(n):
+    print(f"checking {n}")
+    assert n > 0
+
+
+def test_rounding():
+    assert 0.1 + 0.2 == 0.3, "float rounding"
+
+
+@pytest.mark.skip(reason="needs a GPU")
+def test_on_gpu():
+    pass
+
+
+def test_sorted():
+    assert sorted([3, 1, 2]) == [1, 2, 3]
+"""
+
+
+def _junit_world(root: Path) -> None:
+    """reports/pytest.xml as pytest writes it (a real run: 7 tests, one failure, one skip) and the gates that
+    read it and the stage's JUnit file (junit-gates.yaml, both gates pass)."""
+    import sys
+
+    from gatekeeper.core import proc
+
+    suite = root / "suite"
+    suite.mkdir()
+    (suite / "test_unit.py").write_text(JUNIT_SUITE, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CI", "GATEKEEPER_"))}
+    res = proc.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "junit_logging=all",
+         f"--rootdir={suite}", f"--junitxml={root / 'reports' / 'pytest.xml'}", str(suite)],
+        timeout=120, cwd=suite, env=env,
+    )  # fmt: skip
+    assert res.returncode == 1, res.describe() + res.stdout[-2000:]  # one test fails, on purpose
+    assert (root / "reports" / "pytest.xml").is_file()
+    shutil.rmtree(suite)
+    (root / "junit-gates.yaml").write_text(JUNIT_GATES, encoding="utf-8")
+
+
 def open_issues(root: Path) -> list[dict[str, Any]]:
     """The regression issues the fake GitLab lists as ours (written by the token's user, with a valid marker):
     the world's bisection's, and one for the metric its verdict fails, so notify issue updates, comments on or
@@ -732,10 +882,13 @@ def mutate(root: Path, command: str, name: str, cls: str, payload: Any, pool: Pa
     klass = m.CLASSES[cls]
     if klass.kind == "file":
         target = spec.file(root)
-        if cls in ("truncated", "utf8-bom"):  # changes the valid file it finds
+        if cls in m.TRANSFORMS:  # changes the valid file it finds
             if spec.fmt in m.SQLITE:
                 _checkpoint(target)
             m.FILE_WRITERS[cls](target)
+            return
+        if cls == "newline-free" and spec.fmt == "xml":  # a valid JUnit file with a test name that long
+            m.newline_free_xml(target)
             return
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
@@ -771,7 +924,13 @@ POLICY = {
     "history series": "rows", "anchor row": "rows", "history export": "strict", "bisect result": "strict",
     "cache snapshot": "strict",
     "capture fs": "strict", "capture torch": "strict", "nightly state": "ignored", "soak series": "ignored",
+    "junit report": "junit", "stage junit": "junit",
 }  # fmt: skip
+# junit: the JUnit reader (gatekeeper/contract/junit.py) as a junit: gate reads a file: anything it cannot read as
+# a JUnit document is refused (exit 2 naming the file, never a gate passed on it); the count attributes are never
+# read (the test cases are counted), so a hostile count changes nothing; a byte-order mark, UTF-16 and a declared
+# ISO-8859-1 are read as what they are.
+JUNIT_READABLE = ("utf8-bom", "xml-utf16", "xml-latin1", "newline-free", "deep-nesting")
 
 # Cells that do not exist, with why (every other cell of COMMANDS x inputs x CLASSES is a case).
 NOT_APPLICABLE = {
@@ -800,6 +959,8 @@ NOT_APPLICABLE = {
     ("nightly state", "context"): "the previous night is another pipeline and commit by design",
     ("soak series", "text"): "a soak window holds numbers only",
     ("soak series", "context"): "a soak window names no channel, project or pipeline",
+    ("junit report", "context"): "a JUnit file names no channel, project or pipeline (a host and a time at most)",
+    ("stage junit", "context"): "the stage's JUnit file names no channel, project or pipeline (its <stage>.json does)",
 }
 
 # Cells whose documented code differs from their input's policy.
@@ -846,6 +1007,9 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     # cache stats --begin writes a new snapshot over whatever was there, unread (one that is not a regular file is
     # moved to the quarantine first); prune reads no snapshot (it deletes by size and time, never gatekeeper's files)
     **{(c, "cache snapshot", k): frozenset({0}) for c in ("cache stats --begin", "cache prune") for k in m.CLASSES},
+    # evaluate without a junit: gate never parses a stage's JUnit file: it hashes the regular files among the
+    # artifacts into the verdict's provenance and leaves out what is not one (the verdict is the control's)
+    **{("evaluate", "stage junit", c): frozenset({1}) for c in m.CLASSES},
 }  # fmt: skip
 
 
@@ -874,6 +1038,8 @@ def cell(command: str, name: str, cls: str) -> frozenset[int] | str:
         return frozenset({ok})
     if klass.kind == "context":  # principle 1: an input error naming both, or ignored with a warning; never obeyed
         return frozenset({2, absent if policy == "ignored" else ok})
+    if policy == "junit":
+        return frozenset({ok}) if klass.kind == "number" or cls in JUNIT_READABLE else frozenset({2})
     if policy == "strict":  # YAML allows a byte-order mark; JSON as gatekeeper reads it does not
         return frozenset({ok}) if cls == "utf8-bom" and spec.fmt == "yaml" else frozenset({2})
     if policy == "rows":

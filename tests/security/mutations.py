@@ -192,6 +192,11 @@ def newline_free(path: Path, mib: int = LINE_MIB) -> None:
             fh.write(chunk)
 
 
+def newline_free_xml(path: Path, mib: int = LINE_MIB) -> None:
+    """The valid JUnit file with ``mib`` MiB of one test's name: one start tag bigger than any read at once."""
+    _xml_splice(path, b"A" * (mib * 2**20))
+
+
 def to_device(path: Path) -> None:
     """A symlink to a character device that never ends: only regular files may be read."""
     path.symlink_to("/dev/zero")
@@ -217,8 +222,18 @@ def truncated(path: Path) -> None:
 
 
 def wrong_type(path: Path) -> None:
-    """A valid document of the wrong type: a list where an object belongs."""
-    path.write_text("- 1\n- 2\n" if path.suffix == ".yaml" else "[1, 2, 3]", encoding="utf-8")
+    """A valid document of the wrong type: a list where an object belongs (XML: a document that is not JUnit)."""
+    text = {".yaml": "- 1\n- 2\n", ".xml": XML_NOT_JUNIT}.get(path.suffix, "[1, 2, 3]")
+    path.write_text(text, encoding="utf-8")
+
+
+def deep_nesting(path: Path) -> None:
+    """Brackets nested DEPTH deep (XML: test cases nested DEPTH deep, a failure in the innermost one)."""
+    if path.suffix != ".xml":
+        path.write_text("[" * DEPTH + "]" * DEPTH)
+        return
+    cases = '<testcase classname="deep" name="t">' * DEPTH + '<failure message="deep"/>' + "</testcase>" * DEPTH
+    path.write_text(f'<?xml version="1.0"?><testsuites><testsuite name="deep">{cases}</testsuite></testsuites>')
 
 
 # An alias bomb: 9**9 nodes once expanded (a few hundred bytes on disk).
@@ -232,6 +247,52 @@ def with_bom(path: Path) -> None:
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
 
 
+# XML (JUnit files, written by whatever test runner the code under test uses).
+XML_NOT_JUNIT = '<?xml version="1.0"?><html><body><p>1</p></body></html>'  # well-formed, no test case: not JUnit
+# Entity tricks: every one needs a DTD. The bomb expands to 10**9 "lol"s; the external entity would read a local
+# file into a test's name; the external DTD would be fetched from a server.
+XML_ENTITY_BOMB = (
+    '<?xml version="1.0"?>\n<!DOCTYPE testsuites [\n  <!ENTITY l0 "lol">\n'
+    + "".join(f'  <!ENTITY l{i} "{f"&l{i - 1};" * 10}">\n' for i in range(1, 10))
+    + ']>\n<testsuites><testsuite name="s"><testcase name="&l9;"/></testsuite></testsuites>\n'
+)
+XML_EXTERNAL_ENTITY = (
+    '<?xml version="1.0"?>\n<!DOCTYPE testsuites [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n'
+    '<testsuites><testsuite name="s"><testcase name="&x;"/></testsuite></testsuites>\n'
+)
+XML_EXTERNAL_DTD = (
+    '<?xml version="1.0"?>\n<!DOCTYPE testsuites SYSTEM "https://evil.example/junit.dtd">\n'
+    '<testsuites><testsuite name="s"><testcase name="t"/></testsuite></testsuites>\n'
+)
+
+
+def _declared(data: bytes, encoding: str) -> str:
+    """The document's text with its XML declaration naming ``encoding`` (one added where there is none)."""
+    text = data.decode("utf-8")
+    if text.startswith("<?xml"):
+        text = text[text.index("?>") + 2 :].lstrip()
+    return f'<?xml version="1.0" encoding="{encoding}"?>\n{text}'
+
+
+def _xml_utf16(path: Path) -> None:
+    """The valid document in UTF-16 (a byte-order mark, every '<' two bytes): read the slow way, same counts."""
+    path.write_bytes(_declared(path.read_bytes(), "UTF-16").encode("utf-16"))
+
+
+def _xml_latin1(path: Path) -> None:
+    """The valid document declared ISO-8859-1, with a non-ASCII byte in its first test case's name."""
+    text = _declared(path.read_bytes(), "ISO-8859-1").replace('<testcase name="', '<testcase name="caf\xe9 ', 1)
+    text = text.replace('<testcase classname="', '<testcase classname="caf\xe9.', 1)
+    path.write_bytes(text.encode("latin-1", "xmlcharrefreplace"))
+
+
+def _xml_splice(path: Path, raw: bytes) -> None:
+    """``raw`` spliced into the first test case's first attribute value (a name, as a runner writes it)."""
+    data = path.read_bytes()
+    at = data.index(b'"', data.index(b"<testcase")) + 1
+    path.write_bytes(data[:at] + raw + data[at:])
+
+
 FILE_WRITERS: dict[str, Callable[[Path], None]] = {
     "oversized": oversized,
     "newline-free": newline_free,
@@ -241,7 +302,7 @@ FILE_WRITERS: dict[str, Callable[[Path], None]] = {
     "directory": directory,
     "empty": lambda p: p.write_bytes(b""),
     "not-utf8": lambda p: p.write_bytes(b"\xff\xfe\x00garbage\x80\x81"),
-    "deep-nesting": lambda p: p.write_text("[" * DEPTH + "]" * DEPTH),
+    "deep-nesting": deep_nesting,
     "truncated": truncated,
     "wrong-type": wrong_type,
     "yaml-alias-bomb": lambda p: p.write_text(ALIAS_BOMB, encoding="utf-8"),
@@ -250,7 +311,20 @@ FILE_WRITERS: dict[str, Callable[[Path], None]] = {
     "utf8-bom": with_bom,
     "nul-bytes": lambda p: p.write_bytes(b"\x00" * 100),
     "dangling-symlink": lambda p: p.symlink_to("does-not-exist"),
+    "xml-entity-bomb": lambda p: p.write_text(XML_ENTITY_BOMB, encoding="utf-8"),
+    "xml-external-entity": lambda p: p.write_text(XML_EXTERNAL_ENTITY, encoding="utf-8"),
+    "xml-external-dtd": lambda p: p.write_text(XML_EXTERNAL_DTD, encoding="utf-8"),
+    "xml-utf16": _xml_utf16,
+    "xml-latin1": _xml_latin1,
+    "xml-unknown-encoding": lambda p: p.write_bytes(_declared(p.read_bytes(), "x-gatekeeper-unknown").encode()),
+    "xml-invalid-bytes": lambda p: _xml_splice(p, b"\xff\xfe\x80"),  # declared UTF-8, not UTF-8
+    "xml-illegal-char": lambda p: _xml_splice(p, b"esc &#x1b;[2J bel &#7; nul &#0;"),  # references XML 1.0 forbids
+    "xml-raw-control": lambda p: _xml_splice(p, b"esc \x1b[2J bel \x07 bs \x08"),  # raw, as a careless runner writes
 }
+
+# File classes that change the valid file they find (the others replace it).
+TRANSFORMS = frozenset({"truncated", "utf8-bom", "xml-utf16", "xml-latin1", "xml-unknown-encoding",
+                        "xml-invalid-bytes", "xml-illegal-char", "xml-raw-control"})  # fmt: skip
 
 
 # ------------------------------------------------------------------ the catalogue
@@ -329,7 +403,7 @@ CLASSES: dict[str, MutationClass] = {
                 ("directory", "a directory where a file belongs"),
                 ("empty", "an empty file"),
                 ("not-utf8", "bytes that are not UTF-8"),
-                ("deep-nesting", f"brackets nested {DEPTH:,} deep"),
+                ("deep-nesting", f"brackets nested {DEPTH:,} deep (XML: test cases)"),
                 ("utf8-bom", "the valid file behind a UTF-8 byte-order mark"),
                 ("nul-bytes", "100 NUL bytes"),
                 ("dangling-symlink", "a symlink to nothing"),
@@ -337,10 +411,29 @@ CLASSES: dict[str, MutationClass] = {
         ),
         # A YAML file cut short is often still a valid document (with fewer gates): what catches that is the
         # gates' sha256 in the verdict and --gates-ref, not the parser; so JSON, sqlite and text only.
-        MutationClass("truncated", "file", "the valid file cut in the middle", formats=("json", "jsonl", *SQLITE, "text")),
-        MutationClass("wrong-type", "file", "a list where an object belongs", formats=("json", "jsonl", "yaml", *SQLITE)),
+        MutationClass(
+            "truncated", "file", "the valid file cut in the middle", formats=("json", "jsonl", *SQLITE, "text", "xml")
+        ),
+        MutationClass(
+            "wrong-type", "file", "a list where an object belongs (XML: a well-formed document that is not JUnit)",
+            formats=("json", "jsonl", "yaml", *SQLITE, "xml"),
+        ),
         MutationClass("yaml-alias-bomb", "file", "YAML aliases that expand to 9**9 nodes", formats=("yaml",)),
         MutationClass("yaml-python-tag", "file", "a !!python/object tag that would run a command", formats=("yaml",)),
         MutationClass("yaml-recursive-alias", "file", "an alias inside its own anchor", formats=("yaml",)),
+        *(
+            MutationClass(name, "file", what, formats=("xml",))
+            for name, what in (
+                ("xml-entity-bomb", "nested entities that expand to 10**9 strings (billion laughs)"),
+                ("xml-external-entity", "an entity that would read /etc/passwd into a test's name (XXE)"),
+                ("xml-external-dtd", "a DTD to fetch from a server"),
+                ("xml-utf16", "the valid document in UTF-16"),
+                ("xml-latin1", "the valid document declared ISO-8859-1, a non-ASCII name"),
+                ("xml-unknown-encoding", "an encoding no codec knows"),
+                ("xml-invalid-bytes", "bytes that are not UTF-8 in a test's name, the document declared UTF-8"),
+                ("xml-illegal-char", "character references XML 1.0 forbids (ESC, BEL, NUL) in a test's name"),
+                ("xml-raw-control", "raw ESC, BEL and backspace in a test's name"),
+            )
+        ),
     )
 }  # fmt: skip
