@@ -268,8 +268,13 @@ def _resolve(gate: Gate, inputs: Inputs, waived: set[str]) -> Resolved:
         if summary is None:
             return Resolved(None, missing=f"no JUnit file matches {gate.junit!r}")
         value = summary.metric(gate.metric)
-        if value is None:
+        # Fail closed: "0 failures" in files where no test ran (an empty <testsuites/>, every case skipped) is
+        # not a result, it is no data; the gate's on_missing decides. The count of tests is a result either way.
+        ran = summary.tests - summary.skipped
+        if value is None or (gate.metric in ("failures", "errors") and ran <= 0):
             return Resolved(None, missing=f"no test ran in {', '.join(summary.files)}")
+        if gate.metric == "skipped" and summary.tests == 0:
+            return Resolved(None, missing=f"no test case in {', '.join(summary.files)}")
         return Resolved(value, "ratio" if gate.metric == "pass_rate" else "tests")
     return resolve(gate.metric, inputs.reports, waived)
 

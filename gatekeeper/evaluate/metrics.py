@@ -110,6 +110,10 @@ def _check_count(report: StageReport, what: str, waived: Collection[str]) -> Res
         if ran == 0:
             return Resolved(None, "ratio", "higher", missing=f"no {report.stage} check ran")
         return Resolved(counts["passed"] / ran, "ratio", "higher")
+    if what in ("failed", "errors") and not any(c.status in ("passed", "failed", "error") for c in report.checks):
+        # Fail closed: "0 failed" where no check ran (none at all, or every one skipped) is no data, not a pass;
+        # the gate's on_missing decides. A waived check ran: its waiver, not this rule, decides.
+        return Resolved(None, "checks", "lower", missing=f"no {report.stage} check ran")
     if what == "failed":  # failed or errored: both are checks that did not pass
         return Resolved(float(counts["failed"] + counts["errors"]), "checks", "lower")
     return Resolved(float(counts[what]), "checks", "lower" if what == "errors" else "none")
