@@ -30,7 +30,7 @@ from gatekeeper.contract.stage_report import read_artifacts
 from gatekeeper.contract.verdict import Verdict, read_verdict
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.redact import redact
+from gatekeeper.core.redact import redact, redact_fields
 
 __all__ = [
     "CATEGORIES",
@@ -175,4 +175,4 @@ def report_text(diagnosis: FailureDiagnosis, fmt: str) -> str:
 
     Logs can contain tokens (local runs are not masked like GitLab job logs): the report must not.
     """
-    return redact(render(diagnosis, fmt))
+    return redact(render(redact_fields(diagnosis), fmt))

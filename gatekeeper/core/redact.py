@@ -25,12 +25,16 @@ forgetting to call this module.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import os
 import re
-from collections.abc import Mapping
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO, TypeVar, cast
 from urllib.parse import quote
+
+T = TypeVar("T")
 
 __all__ = ["MASK", "RedactingStream", "is_secret_key", "is_secret_name", "redact", "redact_env", "redact_obj"]
 
@@ -138,14 +142,16 @@ _DQ = r'"(?:[^"\\\n]|\\.)*+"'
 _SQ = r"'(?:[^'\\\n]|\\.)*+'"
 # the same string inside a JSON string (a serialised log line): \"value\"
 _EDQ = r'\\"(?:\\\\\\"|[^"\\\n]|\\[^"\n])*+\\"'  # an escaped \" inside it is \\\" there
-_UNQUOTED_PAIR = re.compile(
-    rf"(?<!{_N})-*+(?P<name>(?={_N}*?{_HINT})[A-Za-z_]{_N}*+)[ \t]*+"
-    rf"(?:(?P<eq>=)[ \t]*+(?P<v1>{_DQ}|{_SQ}|{_EDQ}|[^\s'\"\\<>]++)"
-    rf"|(?P<colon>:)[ \t]*+(?P<v2>{_DQ}|{_SQ}|{_EDQ}|[^\n'\"\\]++))"
-)
-_QUOTED_PAIR = re.compile(
-    rf"(?P<q>\\?[\"'])(?P<name>(?={_N}*?{_HINT}){_N}++)(?P=q)[ \t]*+[:=][ \t]*+(?P<v>{_DQ}|{_SQ}|{_EDQ})"
-)
+# A pair is found in two steps: its name and separator, then (for a secret name only) its value. A regex that took
+# the value of every hinted name at once let a harmless one swallow the rest of its line, and a secret with it:
+# "tokenizer: bert HF_TOKEN=hf_..." and "not passing: t DB_PASSWORD=..." were shown whole.
+_UNQUOTED_NAME = re.compile(rf"(?<!{_N})-*+(?P<name>(?={_N}*?{_HINT})[A-Za-z_]{_N}*+)[ \t]*+(?P<sep>[:=])[ \t]*+")
+_QUOTED_NAME = re.compile(rf"(?P<q>\\?[\"'])(?P<name>(?={_N}*?{_HINT}){_N}++)(?P=q)[ \t]*+[:=][ \t]*+")
+_QUOTED = rf"{_DQ}|{_SQ}|{_EDQ}"
+_EQ_VALUE = re.compile(rf"{_QUOTED}|[^\s'\"\\<>]++")  # name=value: up to a space or a quote it did not open
+_COLON_VALUE = re.compile(rf"{_QUOTED}|[^\n'\"\\]++")  # name: value: to the line's end
+_QUOTED_VALUE = re.compile(_QUOTED)
+
 # An Authorization value keeps its scheme: "Bearer [REDACTED]" says what was there.
 _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|negotiate|bot|oauth|aws4-hmac-sha256)\s+")
 
@@ -162,15 +168,29 @@ def _masked_value(value: str) -> str:
     return f"{quote_char}{kept}{MASK}{quote_char}"
 
 
-def _mask_pair(match: re.Match[str]) -> str:
-    if not is_secret_key(match.group("name")):
-        return match.group(0)
-    group = next(k for k in ("v", "v1", "v2") if match.groupdict().get(k) is not None)
-    return match.string[match.start() : match.start(group)] + _masked_value(match.group(group))
+def _mask_values(text: str, names: re.Pattern[str], value_of: Callable[[re.Match[str]], re.Pattern[str]]) -> str:
+    """Each secret ``names`` match's value masked; names inside a masked value are passed over. One scan for
+    names, and a value is matched only after a secret name and never scanned twice: linear in ``text``."""
+    out: list[str] = []
+    done = 0  # text[:done] is in out
+    for m in names.finditer(text):
+        if m.start() < done or not is_secret_key(m.group("name")):
+            continue
+        value = value_of(m).match(text, m.end())
+        if value is None:
+            continue
+        out += [text[done : m.end()], _masked_value(value.group())]
+        done = value.end()
+    return "".join(out) + text[done:]
+
+
+def _unquoted_value(match: re.Match[str]) -> re.Pattern[str]:
+    return _EQ_VALUE if match.group("sep") == "=" else _COLON_VALUE
 
 
 def _mask_pairs(text: str) -> str:
-    return _UNQUOTED_PAIR.sub(_mask_pair, _QUOTED_PAIR.sub(_mask_pair, text))
+    quoted = _mask_values(text, _QUOTED_NAME, lambda _m: _QUOTED_VALUE)
+    return _mask_values(quoted, _UNQUOTED_NAME, _unquoted_value)
 
 
 def _secret_values(environ: Mapping[str, str]) -> list[str]:
@@ -259,6 +279,31 @@ def _redact_obj(obj: Any, forms: list[str]) -> Any:
         return {(_redact(k, forms) if isinstance(k, str) else k): _redact_obj(v, forms) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_redact_obj(v, forms) for v in obj]
+    return obj
+
+
+def redact_fields(obj: T, environ: Mapping[str, str] | None = None) -> T:
+    """A dataclass (and the dataclasses, tuples, lists and dicts in it) with every string redacted, its types kept:
+    for a result that several outputs render. Redacting each rendered text is not enough, because rendering can
+    hide a secret's shape: a JSON string quoted in a log line, escaped again in a JSON report, is ``\\\"``-deep."""
+    env = os.environ if environ is None else environ
+    forms = sorted({f for v in _secret_values(env) for f in _forms(v)}, key=len, reverse=True)
+    return cast(T, _redact_fields(obj, forms))
+
+
+def _redact_fields(obj: Any, forms: list[str]) -> Any:
+    if isinstance(obj, enum.Enum):  # a str enum (an outcome) is a value of its type, never text to redact
+        return obj
+    if isinstance(obj, str):
+        return _redact(obj, forms)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {f.name: _redact_fields(getattr(obj, f.name), forms) for f in dataclasses.fields(obj) if f.init}
+        return dataclasses.replace(obj, **changes)
+    if isinstance(obj, Mapping):
+        return {(_redact(k, forms) if isinstance(k, str) else k): _redact_fields(v, forms) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        items = [_redact_fields(v, forms) for v in obj]
+        return tuple(items) if isinstance(obj, tuple) else items
     return obj
 
 

@@ -19,7 +19,7 @@ from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.evaluate.gates import Gate, Gates, Waiver
 from gatekeeper.evaluate.history_gate import anchor_words, history_gate
 from gatekeeper.evaluate.judge import holm_adjust, judge_gate, uses_judge
-from gatekeeper.evaluate.metrics import Resolved, resolve
+from gatekeeper.evaluate.metrics import FAILING_SHOWN, Resolved, resolve
 from gatekeeper.evaluate.point_gates import expand, named
 
 __all__ = ["NOT_GPU", "Inputs", "evaluate"]
@@ -100,6 +100,7 @@ def _references(gate: Gate, inputs: Inputs) -> Mapping[str, StageReport]:
 
 
 NOT_GPU = "not a GPU verdict"
+NAME_SHOWN = 120  # characters of one failing check or test name in a reason
 
 
 def _device_required(inputs: Inputs) -> GateResult | None:
@@ -275,7 +276,11 @@ def _resolve(gate: Gate, inputs: Inputs, waived: set[str]) -> Resolved:
             return Resolved(None, missing=f"no test ran in {', '.join(summary.files)}")
         if gate.metric == "skipped" and summary.tests == 0:
             return Resolved(None, missing=f"no test case in {', '.join(summary.files)}")
-        return Resolved(value, "ratio" if gate.metric == "pass_rate" else "tests")
+        unit = "ratio" if gate.metric == "pass_rate" else "tests"
+        if gate.metric not in ("failures", "errors", "pass_rate"):
+            return Resolved(value, unit)
+        shown = summary.failed_names[:FAILING_SHOWN]
+        return Resolved(value, unit, failing=shown, failing_total=summary.failures + summary.errors)
     return resolve(gate.metric, inputs.reports, waived)
 
 
@@ -304,9 +309,20 @@ def _point(gate: Gate, label: str, got: Resolved, baseline: float | None, base: 
         return GateResult(outcome=Outcome.PASS, reason=f"{shown} meets {gate.pass_rule.text}", **base)
     if gate.warn_rule and gate.warn_rule.holds(value, baseline):
         reason = f"{shown} misses {gate.pass_rule.text} but meets the warn rule {gate.warn_rule.text}"
-        return GateResult(outcome=Outcome.WARN, reason=reason, **base)
+        return GateResult(outcome=Outcome.WARN, reason=reason + _not_passing(got), **base)
     tail = f" (nor the warn rule {gate.warn_rule.text})" if gate.warn_rule else ""
-    return GateResult(outcome=Outcome.FAIL, reason=f"{shown} fails {gate.pass_rule.text}{tail}", **base)
+    reason = f"{shown} fails {gate.pass_rule.text}{tail}{_not_passing(got)}"
+    return GateResult(outcome=Outcome.FAIL, reason=reason, **base)
+
+
+def _not_passing(got: Resolved) -> str:
+    """ "; not passing: a, b and 3 more": the checks or tests behind a count that missed its rule. The names come
+    from the code under test: each is cut to NAME_SHOWN characters here and escaped by each output."""
+    if not got.failing:
+        return ""
+    names = [n if len(n) <= NAME_SHOWN else n[: NAME_SHOWN - 1] + "…" for n in got.failing]
+    more = got.failing_total - len(names)
+    return "; not passing: " + ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
 
 def _pct(change: float | None) -> str:

@@ -27,6 +27,7 @@ STATISTICS: dict[str, float | None] = {
     "cv": None,
 }
 CHECK_COUNTS = ("failed", "passed", "errors", "skipped", "total", "pass_rate")
+FAILING_SHOWN = 5  # failing names a reason shows; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ class Resolved:
     statistic: str | None = None
     samples: tuple[tuple[float, ...], ...] | None = None  # of the base metric, per process
     missing: str = ""  # why there is no value
+    # The first few failing items behind a count (check or test names) and how many there are in all: a gate on
+    # the count that does not pass names them, so the red job says which test broke, not only how many.
+    failing: tuple[str, ...] = ()
+    failing_total: int = 0
 
     @property
     def ok(self) -> bool:
@@ -103,20 +108,27 @@ def _check_count(report: StageReport, what: str, waived: Collection[str]) -> Res
         status = "skipped" if c.name in waived else c.status
         counts[{"error": "errors"}.get(status, status)] += 1
     total = sum(counts.values()) - counts["info"]  # a fact is not a check that ran
+    bad = ("error",) if what == "errors" else ("failed", "error")
+    names = [c.name for c in report.checks if c.name not in waived and c.status in bad]
+    failing, failing_total = tuple(names[:FAILING_SHOWN]), len(names)
     if what == "total":
         return Resolved(float(total), "checks", "none")
     if what == "pass_rate":
         ran = counts["passed"] + counts["failed"] + counts["errors"]
         if ran == 0:
             return Resolved(None, "ratio", "higher", missing=f"no {report.stage} check ran")
-        return Resolved(counts["passed"] / ran, "ratio", "higher")
+        return Resolved(counts["passed"] / ran, "ratio", "higher", failing=failing, failing_total=failing_total)
     if what in ("failed", "errors") and not any(c.status in ("passed", "failed", "error") for c in report.checks):
         # Fail closed: "0 failed" where no check ran (none at all, or every one skipped) is no data, not a pass;
         # the gate's on_missing decides. A waived check ran: its waiver, not this rule, decides.
         return Resolved(None, "checks", "lower", missing=f"no {report.stage} check ran")
     if what == "failed":  # failed or errored: both are checks that did not pass
-        return Resolved(float(counts["failed"] + counts["errors"]), "checks", "lower")
-    return Resolved(float(counts[what]), "checks", "lower" if what == "errors" else "none")
+        return Resolved(
+            float(counts["failed"] + counts["errors"]), "checks", "lower", failing=failing, failing_total=failing_total
+        )
+    if what == "errors":
+        return Resolved(float(counts[what]), "checks", "lower", failing=failing, failing_total=failing_total)
+    return Resolved(float(counts[what]), "checks", "none")
 
 
 def _statistic(stat: str, samples: list[float]) -> float:

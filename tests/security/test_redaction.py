@@ -141,10 +141,12 @@ def test_the_url_user_scan_on_real_shapes(text, kept):
         "'token': '" * 40_000,
         'key=\\"' + "\\\\" * 200_000,
         "-" * 400_000 + "token=x",
+        "passing: " * 100_000 + "DB_PASSWORD=x",
+        '"tokenizer": ' * 60_000 + '"x"',
     ],
     ids=[
         *("scheme-colon", "dots", "dashes", "at-signs", "json-key", "json-value", "key-value", "pairs"),
-        *("quoted-keys", "escaped-value", "dash-run"),
+        *("quoted-keys", "escaped-value", "dash-run", "harmless-names", "harmless-quoted-names"),
     ],
 )
 def test_hostile_text_is_redacted_in_linear_time(text):
@@ -236,6 +238,12 @@ STRUCTURE = {
     "PRIVATE-TOKEN: hdr-private-5656": "hdr-private-5656",
     "password = \"toml-pw-6789\"": "toml-pw-6789",
     'x = {"session_key": "a\\"b-escaped-4242"}': "b-escaped-4242",
+    # a harmless name that holds a secret word ("tokenizer", "passing", "passthrough") before a secret on its line:
+    # its value is not taken whole, so the secret after it is still found
+    "tokenizer: bert-base-uncased HF_TOKEN=hf-swallow-1111": "hf-swallow-1111",
+    "not passing: t.test_x export DB_PASSWORD=pw-swallow-2222": "pw-swallow-2222",
+    '{"tokenizer": "{\\"api_key\\": \\"k-swallow-3333\\"}"}': "k-swallow-3333",
+    "passthrough: true, api_key=k-swallow-4444": "k-swallow-4444",
 }  # fmt: skip
 # Words that only look like a secret word: the segment decides, so these stay as they are.
 HARMLESS = [
@@ -325,3 +333,49 @@ def test_analysis_json_holds_no_secret_of_any_structure(tmp_path):
     for value in STRUCTURE.values():
         for secret in value if isinstance(value, tuple) else (value,):
             assert secret not in text
+
+
+def test_redact_fields_redacts_every_string_of_a_result_and_keeps_its_types():
+    from gatekeeper.contract.verdict import GateResult, Outcome
+    from gatekeeper.core.redact import redact_fields
+
+    g = GateResult(
+        name="g", outcome=Outcome.FAIL, reason="not passing: t export DB_PASSWORD=pw-field-5151", metric="m",
+        rule="== 0", description="owner: ann", value=1.0,
+    )  # fmt: skip
+    got = redact_fields(({"k": [g]}, ("SERVICE_TOKEN=tk-field-6161", 3)), environ={"MY_TOKEN": "env-field-7171"})
+    [[one]] = got[0].values()
+    assert one.outcome is Outcome.FAIL
+    assert type(one) is GateResult
+    assert one.reason == f"not passing: t export DB_PASSWORD={MASK}"
+    assert one.value == 1.0
+    assert got[1] == (f"SERVICE_TOKEN={MASK}", 3)
+    assert isinstance(got[1], tuple)
+    assert redact_fields(["a env-field-7171 b"], environ={"MY_TOKEN": "env-field-7171"}) == [f"a {MASK} b"]
+
+
+def test_a_verdict_holds_no_secret_from_a_check_name_or_a_waived_checks_message(tmp_path):
+    """A failing check's name in a reason and a waived check's message, both written by the code under test, reach
+    every file evaluate writes, redacted (files.atomic_write and write_json redact what they write)."""
+    art = tmp_path / "artifacts"
+    checks = [
+        Check("ok", "passed"),
+        Check("op export DB_PASSWORD=pw-check-8181", "failed", "boom"),
+        Check("known", "failed", "SERVICE_TOKEN=tk-waived-9191 in the message"),
+    ]
+    write_stage(builders.report("functional_test", checks=checks), art)
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(
+        json.dumps({
+            "version": 1,
+            "gates": {"g": {"metric": "functional_test.checks.failed", "pass": "== 0"}},
+            "waivers": [{"gate": "g", "checks": ["known"], "reason": "r", "owner": "ann", "expires": "2099-12-31"}],
+        }),
+        encoding="utf-8",
+    )  # fmt: skip
+    assert main(["evaluate", "--artifacts", str(art), "--gates", str(gates), "--out", str(tmp_path / "out")]) == 1
+    written = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "out").iterdir())
+    assert "op export DB_PASSWORD=" in written
+    assert "in the message" in written
+    assert "pw-check-8181" not in written
+    assert "tk-waived-9191" not in written
