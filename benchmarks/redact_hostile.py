@@ -28,6 +28,9 @@ SHAPES = {
     "\"'token': '\" repeated": "'token': '" * 100_000,
     '"key=\\"" then "\\\\" repeated': 'key=\\"' + "\\\\" * 500_000,
     '"-" run then "token=x"': "-" * 1_000_000 + "token=x",
+    # harmless names that hold a secret word: each is passed over, its value never taken
+    '"passing: " repeated': "passing: " * 111_000,
+    "'\"tokenizer\": ' repeated": '"tokenizer": ' * 77_000,
 }
 
 
