@@ -379,3 +379,16 @@ def test_a_verdict_holds_no_secret_from_a_check_name_or_a_waived_checks_message(
     assert "in the message" in written
     assert "pw-check-8181" not in written
     assert "tk-waived-9191" not in written
+
+
+# What may stand before a secret pair on its line: harmless names that hold a secret word, separators, quotes.
+_BEFORE = ("passing:", "tokenizer:", "passthrough=", "pass:", "key:", '"tokenizer": ', "'pass': ", "monkey=", "x",
+           "-", ":", "=", '"', "'", "\\", " ", ", ", "{", "}", "op_pass_rate: 0.9", "author: ann")  # fmt: skip
+_AFTER = ("export DB_PASSWORD=pw-prop-4815", "SERVICE_TOKEN=tk-prop-1623", '"api_key": "k-prop-4242"')
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_BEFORE), max_size=10).map("".join), st.sampled_from(_AFTER))
+def test_nothing_before_a_secret_pair_on_its_line_can_hide_it(before, pair):
+    text = redact(f"{before} {pair}", environ={})
+    assert "-prop-" not in text, text
