@@ -1,6 +1,6 @@
 """Summarise JUnit XML files from any test runner, for ``junit:`` gates.
 
-The reader streams and keeps only counts and the first failed names; memory stays
+The reader streams and keeps only counts and the first failing names; memory stays
 flat whatever the size of the file. It does not use junitparser (the project's
 usual choice for JUnit): ``JUnitXml.fromfile`` builds the whole tree, which on a
 200,000-case report took 0.63 s of CPU and 99 MB beyond its import, against
@@ -76,7 +76,13 @@ class JUnitSummary:
     failures: int = 0
     errors: int = 0
     skipped: int = 0
-    failed_names: tuple[str, ...] = ()  # the first few, for the reason line
+    failure_names: tuple[str, ...] = ()  # the first few test cases with a failure (and no error), for the reason line
+    error_names: tuple[str, ...] = ()  # the first few with an error
+
+    @property
+    def failed_names(self) -> tuple[str, ...]:
+        """Every failing case named: failures, then errors."""
+        return self.failure_names + self.error_names
 
     @property
     def passed(self) -> int:
@@ -99,13 +105,18 @@ def expand(pattern: str) -> list[str]:
 
 def summarize(paths: Iterable[str | Path]) -> JUnitSummary:
     tests = failures = errors = skipped = 0
-    names: list[str] = []
+    names: _Names = ([], [])
     done: list[str] = []
     for path in paths:
         t, f, e, s = _count(Path(path), names)
         tests, failures, errors, skipped = tests + t, failures + f, errors + e, skipped + s
         done.append(str(path))
-    return JUnitSummary(tuple(done), tests, failures, errors, skipped, tuple(names))
+    return JUnitSummary(tuple(done), tests, failures, errors, skipped, tuple(names[0]), tuple(names[1]))
+
+
+# The first _MAX_NAMES names of the test cases with a failure, and of those with an error (an error wins, as in
+# the counts), in the order the cases start.
+_Names = tuple[list[str], list[str]]
 
 
 class _UnsafeXml(Exception):
@@ -128,19 +139,20 @@ def _give_up(*_args: object) -> NoReturn:
     raise _NeedsCallbacks
 
 
-def _count(path: Path, names: list[str], *, scan: bool = True) -> tuple[int, int, int, int]:
-    """(tests, failures, errors, skipped) of one file; failed names appended to ``names`` (at most _MAX_NAMES)."""
+def _count(path: Path, names: _Names, *, scan: bool = True) -> tuple[int, int, int, int]:
+    """(tests, failures, errors, skipped) of one file; failing names added to ``names`` (``_add_name``)."""
     try:
         with open_regular(path, what="JUnit file") as fh:
             if scan and _scannable(fh.read(1024)):
                 fh.seek(0)
-                found: list[str] = []
+                found: _Names = ([], [])
                 try:
                     counts = _scan(fh, found)
                 except _NeedsCallbacks:
                     pass
                 else:
-                    names += found[: _MAX_NAMES - len(names)]
+                    for mine, got in zip(names, found, strict=True):
+                        mine.extend(got[: _MAX_NAMES - len(mine)])
                     return counts
             fh.seek(0)
             return _callbacks(fh, names)
@@ -220,7 +232,7 @@ def _scannable(head: bytes) -> bool:
     return m is None or m.group(1).decode("ascii").lower() in _ASCII_COMPATIBLE
 
 
-def _scan(fh: IO[bytes], names: list[str]) -> tuple[int, int, int, int]:
+def _scan(fh: IO[bytes], names: _Names) -> tuple[int, int, int, int]:
     parser = _parser()
     parser.CommentHandler = _give_up
     parser.StartCdataSectionHandler = _give_up
@@ -262,7 +274,7 @@ def _last_case(buf: bytes) -> int:
         end = lt
 
 
-def _tally(buf: bytes, end: int, counts: list[int], names: list[str], *, at_file_start: bool) -> None:
+def _tally(buf: bytes, end: int, counts: list[int], names: _Names, *, at_file_start: bool) -> None:
     """Count the test cases that start in ``buf[:end]`` and classify those with a failure, error or skip."""
     cases = buf.count(b"<testcase", 0, end)
     if cases and _PLAIN_ODD.search(buf, 0, end):
@@ -283,8 +295,9 @@ def _tally(buf: bytes, end: int, counts: list[int], names: list[str], *, at_file
     for start in sorted(flagged):
         kind = flagged[start]
         counts[2 if kind & 2 else 1 if kind & 1 else 3] += 1
-        if kind & 3 and len(names) < _MAX_NAMES:
-            names.append(_case_name(buf, start))
+        into = names[1 if kind & 2 else 0]
+        if kind & 3 and len(into) < _MAX_NAMES:
+            into.append(_case_name(buf, start))
 
 
 def _open_case(buf: bytes, pos: int, *, at_file_start: bool) -> int | None:
@@ -331,7 +344,7 @@ def _case_name(buf: bytes, start: int) -> str:
     return f"{attrs.get('classname', '')}.{attrs.get('name', '')}".strip(".")
 
 
-def _callbacks(fh: IO[bytes], names: list[str]) -> tuple[int, int, int, int]:
+def _callbacks(fh: IO[bytes], names: _Names) -> tuple[int, int, int, int]:
     """Count test cases with expat callbacks: no tree is built, memory stays flat.
 
     A failure, error or skip belongs to the innermost open test case (a stack: nested test
@@ -341,7 +354,8 @@ def _callbacks(fh: IO[bytes], names: list[str]) -> tuple[int, int, int, int]:
     stack: list[list] = []  # [ordinal, attributes, flags] of each open test case
     started = [0]
     rooted: list[str] = []  # the root element, once seen
-    found: list[tuple[int, str]] = []  # (ordinal, name): the first _MAX_NAMES failed test cases by start
+    # (ordinal, name) of the first _MAX_NAMES test cases by start: with a failure, with an error
+    found: tuple[list[tuple[int, str]], list[tuple[int, str]]] = ([], [])
 
     def start(tag: str, attrs: dict[str, str]) -> None:
         if not rooted:
@@ -366,14 +380,16 @@ def _callbacks(fh: IO[bytes], names: list[str]) -> tuple[int, int, int, int]:
             counts[1] += 1
         elif kind & 4:
             counts[3] += 1
-        if kind & 3 and (len(found) < _MAX_NAMES or ordinal < found[-1][0]):
-            bisect.insort(found, (ordinal, f"{attrs.get('classname', '')}.{attrs.get('name', '')}".strip(".")))
-            del found[_MAX_NAMES:]
+        into = found[1 if kind & 2 else 0]
+        if kind & 3 and (len(into) < _MAX_NAMES or ordinal < into[-1][0]):
+            bisect.insort(into, (ordinal, f"{attrs.get('classname', '')}.{attrs.get('name', '')}".strip(".")))
+            del into[_MAX_NAMES:]
 
     parser = _parser()
     parser.StartElementHandler = start
     parser.EndElementHandler = end
     for _chunk in _feed(parser, fh):
         pass
-    names += [name for _, name in found][: _MAX_NAMES - len(names)]
+    for mine, got in zip(names, found, strict=True):
+        mine.extend([name for _, name in got][: _MAX_NAMES - len(mine)])
     return counts[0], counts[1], counts[2], counts[3]

@@ -279,8 +279,11 @@ def _resolve(gate: Gate, inputs: Inputs, waived: set[str]) -> Resolved:
         unit = "ratio" if gate.metric == "pass_rate" else "tests"
         if gate.metric not in ("failures", "errors", "pass_rate"):
             return Resolved(value, unit)
-        shown = summary.failed_names[:FAILING_SHOWN]
-        return Resolved(value, unit, failing=shown, failing_total=summary.failures + summary.errors)
+        names, total = {
+            "failures": (summary.failure_names, summary.failures),
+            "errors": (summary.error_names, summary.errors),
+        }.get(gate.metric, (summary.failed_names, summary.failures + summary.errors))
+        return Resolved(value, unit, failing=names[:FAILING_SHOWN], failing_total=total)
     return resolve(gate.metric, inputs.reports, waived)
 
 

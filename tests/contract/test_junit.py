@@ -22,6 +22,7 @@ def test_counts_and_names(tmp_path):
     assert (s.tests, s.failures, s.errors, s.skipped, s.passed) == (5, 1, 1, 1, 2)
     assert s.pass_rate == 2 / 4
     assert s.failed_names == ("t.mod.bad", "t.mod.err")
+    assert (s.failure_names, s.error_names) == (("t.mod.bad",), ("t.mod.err",))
 
 
 def test_entity_expansion_is_refused(tmp_path):
@@ -110,8 +111,8 @@ def test_the_scan_and_the_callbacks_agree(
     monkeypatch.setattr(junit, "_CHUNK", chunk)  # tags cut at every place by chunk ends
     path = tmp_path / "r.xml"
     path.write_bytes(doc.encode("utf-8"))
-    scanned: list[str] = []
-    called: list[str] = []
+    scanned: tuple[list[str], list[str]] = ([], [])
+    called: tuple[list[str], list[str]] = ([], [])
     assert junit._count(path, scanned, scan=True) == junit._count(path, called, scan=False), doc
     assert scanned == called
 
@@ -140,7 +141,8 @@ def test_the_scan_is_taken_for_plain_files_and_left_for_what_it_cannot_read(tmp_
     assert calls == ["callbacks"] * 3
     monkeypatch.setattr(junit, "_MAX_CARRY", 10)  # a test case bigger than the carry: callbacks from the start
     monkeypatch.setattr(junit, "_CHUNK", 16)
-    assert summarize([plain]).failed_names == ("t.mod.bad", "t.mod.err")
+    called = summarize([plain])
+    assert (called.failure_names, called.error_names) == (("t.mod.bad",), ("t.mod.err",))
     assert calls == ["callbacks"] * 4
 
 
@@ -161,11 +163,11 @@ def test_a_document_that_is_not_junit_is_refused(tmp_path, scan):
     page = tmp_path / "page.xml"
     page.write_text('<?xml version="1.0"?><html><body><testcase name="t"/></body></html>')
     with pytest.raises(InputError, match=r"not a JUnit report: the root element is <html>"):
-        junit._count(page, [], scan=scan)
+        junit._count(page, ([], []), scan=scan)
     for root in ("testsuite", "testsuites", "j:testsuites"):  # a namespace prefix is allowed, as for test cases
         ok = tmp_path / f"{root.replace(':', '_')}.xml"
         ok.write_text(f'<{root} xmlns:j="urn:j"><testcase name="t"/></{root}>')
-        assert junit._count(ok, [], scan=scan) == (1, 0, 0, 0)
+        assert junit._count(ok, ([], []), scan=scan) == (1, 0, 0, 0)
 
 
 class _Reads:
@@ -204,7 +206,7 @@ def test_a_huge_tag_is_read_in_growing_chunks(tmp_path, monkeypatch, scan):
     monkeypatch.setattr(junit, "_MAX_CARRY", 1 << 30)  # the scan keeps to itself (no fall-back to callbacks)
     big = tmp_path / "big.xml"
     big.write_bytes(b'<testsuite><testcase name="' + b"A" * (1 << 20) + b'"><failure/></testcase></testsuite>')
-    assert junit._count(big, [], scan=scan) == (1, 1, 0, 0)
+    assert junit._count(big, ([], []), scan=scan) == (1, 1, 0, 0)
     sizes = reads[0].sizes[1 if scan else 0 :]  # the scan's first read is its look at the head
     assert len(sizes) < 20, sizes  # 1 KiB, 1 KiB, 2 KiB, 4 KiB, ... 1 MiB: about log2(1024) reads, not 1,024
 
@@ -215,7 +217,7 @@ def test_a_tag_beyond_the_token_bound_is_refused(tmp_path, monkeypatch):
     big.write_bytes(b'<testsuite>\n<testcase name="' + b"A" * (1 << 18) + b'"/></testsuite>')
     for scan in (True, False):
         with pytest.raises(InputError) as err:
-            junit._count(big, [], scan=scan)
+            junit._count(big, ([], []), scan=scan)
         assert err.value.line().startswith(f"{big}:2:1: one tag or comment is over "), err.value.line()
 
 
@@ -227,7 +229,7 @@ def test_refusals_name_the_place_and_stay_one_short_line(tmp_path):
     for path, start in ((dtd, f"{dtd}:3:"), (long_name, f"{long_name}:1:1: unknown XML encoding")):
         for scan in (True, False):
             with pytest.raises(InputError) as err:
-                junit._count(path, [], scan=scan)
+                junit._count(path, ([], []), scan=scan)
             line = err.value.line()
             assert line.startswith(start), line  # the DTD's line (its column: where expat reports the declaration)
             assert len(line) < 300, len(line)  # the file's encoding name is not echoed whole

@@ -67,7 +67,7 @@ def scenario(**kw):
     base = report("performance_baseline", metrics={"latency_ms": Metric.of(10.0, "ms", "lower")})
     compat = report("compatibility_check", metrics={"x": 1.0})
     junit = {
-        "ju": JUnitSummary(("r/a.xml",), tests=4, failures=1, failed_names=("t1",)),
+        "ju": JUnitSummary(("r/a.xml",), tests=4, failures=1, failure_names=("t1",)),
         "ju-tests": JUnitSummary(("q/a.xml",), tests=3),
         "ju-none": None,
         "ju-empty": JUnitSummary(("e/a.xml",), tests=0),

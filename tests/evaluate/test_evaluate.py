@@ -184,7 +184,7 @@ def test_when_conditions_skip_with_reason():
 
 def test_junit_gate():
     g = gates({"unit": {"junit": "reports/*.xml", "metric": "pass_rate", "pass": ">= 1.0"}})
-    s = JUnitSummary(("reports/a.xml",), tests=10, failures=1, skipped=2, failed_names=("t.x",))
+    s = JUnitSummary(("reports/a.xml",), tests=10, failures=1, skipped=2, failure_names=("t.x",))
     v = run(g, [], junit={"unit": s})
     assert one(v).outcome is Outcome.FAIL
     assert abs(one(v).value - 7 / 8) < 1e-9

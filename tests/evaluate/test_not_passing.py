@@ -80,13 +80,20 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 """
 
 
-@pytest.mark.parametrize("metric", ["failures", "pass_rate"])
-def test_a_junit_gate_names_the_failing_tests(tmp_path: Path, metric: str) -> None:
+@pytest.mark.parametrize(
+    ("metric", "rule", "named"),
+    [
+        ("failures", "== 0", "tests.test_ops.test_matmul[bf16]"),
+        ("errors", "== 0", "tests.test_ops.test_conv"),
+        ("pass_rate", ">= 1", "tests.test_ops.test_matmul[bf16], tests.test_ops.test_conv"),
+    ],
+)
+def test_a_junit_gate_names_the_tests_behind_its_count(tmp_path: Path, metric: str, rule: str, named: str) -> None:
     (tmp_path / "r.xml").write_text(JUNIT, encoding="utf-8")
-    gate = {"metric": metric, "junit": str(tmp_path / "r.xml"), "pass": "== 0" if metric == "failures" else ">= 1"}
+    gate = {"metric": metric, "junit": str(tmp_path / "r.xml"), "pass": rule}
     outcome, reason = _one(gate, junit={"g": summarize([tmp_path / "r.xml"])})
     assert outcome == "fail"
-    assert reason.endswith("; not passing: tests.test_ops.test_matmul[bf16], tests.test_ops.test_conv")
+    assert reason.endswith(f"; not passing: {named}")
     assert _one({**gate, "metric": "tests", "pass": ">= 1"}, junit={"g": summarize([tmp_path / "r.xml"])}) == (
         "pass",
         f"{tmp_path / 'r.xml'} tests = 4 tests meets >= 1",
