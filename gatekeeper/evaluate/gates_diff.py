@@ -194,8 +194,7 @@ def differences(target: Gates, mine: Gates, *, ref: str) -> list[str]:
                 f"waiver added for gate {w.gate}{checks} (owner {w.owner}, until {w.expires}): {w.reason} (weakened)"
             )
     out += [f"waiver removed for gate {w.gate} ({w.owner})" for w in target.waivers if _waiver_key(w) not in after]
-    if _plain(target.channels) != _plain(mine.channels):
-        out.append(f"channels overrides changed: {_plain(target.channels)} -> {_plain(mine.channels)}")
+    out += _channel_changes(target, mine, sorted(theirs.keys() & ours.keys()))
     a, b = target.anchor, mine.anchor
     if a != b:  # a shorter window lets the anchor follow a slow drift
         weaker = b.days < a.days or b.runs < a.runs
@@ -203,6 +202,23 @@ def differences(target: Gates, mine: Gates, *, ref: str) -> list[str]:
             f"anchor window {a.days} days/{a.runs} runs -> {b.days} days/{b.runs} runs"
             + (" (weakened)" if weaker else "")
         )
+    return out
+
+
+def _channel_changes(target: Gates, mine: Gates, names: list[str]) -> list[str]:
+    """What the channel overrides change, gate by gate as each channel sees it, beyond the gates' own changes: an
+    override that makes a gate advisory on stable is "(weakened)" like the same change to the gate itself."""
+    out: list[str] = []
+    theirs = {g.name: g for g in target.gates}
+    ours = {g.name: g for g in mine.gates}
+    for channel in sorted(set(target.channels) | set(mine.channels)):
+        a = {g.name: g for g in target.for_channel(channel)}
+        b = {g.name: g for g in mine.for_channel(channel)}
+        for name in names:
+            said = set(_gate_changes(theirs[name], ours[name]))
+            out += [f"channel {channel}: gate {name}: {d}" for d in _gate_changes(a[name], b[name]) if d not in said]
+    if not out and _plain(target.channels) != _plain(mine.channels):  # no gate reads differently on any channel
+        out.append(f"channels overrides changed: {_plain(target.channels)} -> {_plain(mine.channels)}")
     return out
 
 

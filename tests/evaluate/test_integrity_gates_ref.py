@@ -139,7 +139,8 @@ def test_every_kind_of_difference_is_named():
     assert "gate b: pass >= 1 -> >= 2 (weakened)" not in text
     assert "gate b: max_skipped 0 -> none (weakened)" in text
     assert "gate c: added" in text
-    assert "channels" in text
+    assert "channel stable: gate b: severity blocking -> advisory (weakened)" in text
+    assert "channel nightly" not in text  # the override is stable's only
 
 
 def test_template_gate_job_takes_the_gates_from_the_target_branch():

@@ -33,12 +33,12 @@ def _perf(groups: list[list[float]], sequential: dict[str, Any] | None = None):
     return dataclasses.replace(r, summary={"sequential": sequential}) if sequential else r
 
 
-def _judged(gates: dict[str, Any], cand):
+def _judged(gates: dict[str, Any], cand, channel: str = "stable"):
     inputs = Inputs(
         gates=parse_gates(gates),
         reports={"performance_baseline": cand},
         baselines={"performance_baseline": _perf(BASE)},
-        channel="stable",
+        channel=channel,
         today=dt.date(2026, 12, 2),
     )
     return {r.name: r for r in evaluate(inputs).gates}["latency-median"]
@@ -127,3 +127,21 @@ def test_raising_max_cv_in_a_merge_request_is_a_weakening() -> None:
     assert "gate latency-median: max_cv 0.15 -> 0.05" in text
     assert "(weakened)" not in text
     assert differences(base, parse_gates(_gates(max_cv=0.05)), ref="main") == []
+
+
+def test_a_channel_sets_its_own_max_cv_and_a_raise_there_is_a_weakening() -> None:
+    nightly = {**_gates(), "channels": {"nightly": {"latency-median": {"max_cv": 0.10}}}}
+    assert _judged(nightly, _perf(NOISY), channel="nightly").outcome is Outcome.FAIL  # judged at 10%
+    assert _judged(nightly, _perf(NOISY), channel="stable").outcome is Outcome.INCONCLUSIVE  # the gate's 5%
+    text = "\n".join(differences(parse_gates(_gates()), parse_gates(nightly), ref="main"))
+    assert text == "channel nightly: gate latency-median: max_cv 0.05 -> 0.1 (weakened)"
+    stricter = {**_gates(max_cv=0.10), "channels": {"stable": {"latency-median": {"max_cv": 0.02}}}}
+    text = "\n".join(differences(parse_gates(_gates(max_cv=0.10)), parse_gates(stricter), ref="main"))
+    assert text == "channel stable: gate latency-median: max_cv 0.1 -> 0.02"
+    bad = "channels:\n  nightly:\n    latency-median: {max_cv: 0.9}\n"
+    with pytest.raises(InputError, match="channels.nightly.latency-median.max_cv: 0.9 is greater than the maximum"):
+        load_gates_text(
+            "version: 1\ngates:\n  latency-median:\n    metric: performance_baseline.latency_ms\n"
+            f"    compare: baseline\n    pass: '<= +3%'\n{bad}",
+            "gates.yaml",
+        )
