@@ -140,7 +140,7 @@ def _give_up(*_args: object) -> NoReturn:
 
 
 def _count(path: Path, names: _Names, *, scan: bool = True) -> tuple[int, int, int, int]:
-    """(tests, failures, errors, skipped) of one file; failing names added to ``names`` (``_add_name``)."""
+    """(tests, failures, errors, skipped) of one file; failing names added to ``names`` (at most _MAX_NAMES each)."""
     try:
         with open_regular(path, what="JUnit file") as fh:
             if scan and _scannable(fh.read(1024)):

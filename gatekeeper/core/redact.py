@@ -36,7 +36,16 @@ from urllib.parse import quote
 
 T = TypeVar("T")
 
-__all__ = ["MASK", "RedactingStream", "is_secret_key", "is_secret_name", "redact", "redact_env", "redact_obj"]
+__all__ = [
+    "MASK",
+    "RedactingStream",
+    "is_secret_key",
+    "is_secret_name",
+    "redact",
+    "redact_env",
+    "redact_fields",
+    "redact_obj",
+]
 
 MASK = "[REDACTED]"
 
