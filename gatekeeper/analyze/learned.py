@@ -17,7 +17,6 @@ characters of ``<word>``), which let related spellings (hipErrorX, HIP_ERROR_X) 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 
 __all__ = [
@@ -210,12 +210,10 @@ def builtin_model_path() -> Path:
 
 def load_model(path: str | Path) -> LearnedModel:
     """A model file (JSON only; never a pickle); a malformed one is an InputError naming the file."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, "", "model file not found", _REBUILD) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(path, "", f"unreadable model file: {err}", _REBUILD) from None
+    try:  # the strict reader: bounded, a regular file, no duplicate key (a decoy weight), bounded numbers
+        doc = files.read_json(path, what="model file")
+    except InputError as err:
+        raise InputError(err.path, err.where, err.problem, _REBUILD) from None
     problem = _check(doc)
     if problem:
         raise InputError(path, "", f"invalid model file: {problem}", _REBUILD)

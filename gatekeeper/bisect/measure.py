@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.bisect.providers.base import OUT, Prepared
-from gatekeeper.contract.stage_report import Check, Metric, StageReport, parse_stage, read_stage
+from gatekeeper.contract.stage_report import Check, Metric, StageReport, parse_stage
 from gatekeeper.core import budgets, files, proc
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
@@ -165,13 +165,14 @@ class Runner:
         path = where / f"{self.stage}.json"
         if not path.exists():
             return record, None
-        try:
-            report = read_stage(path)
+        try:  # read once: the bytes hashed are the bytes parsed (the stage, code under test, wrote them)
+            data = budgets.read_capped(path, max_bytes=budgets.MAX_JSON_BYTES, what="stage artifact")
+            report = parse_stage(files.parse_json(data, path, what="stage artifact"), path)
         except InputError as err:
             record["outcome"] += f"; its result is unreadable: {err.line()}"
             return record, None
         record["file"] = path.relative_to(self.out).as_posix()
-        record["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        record["sha256"] = hashlib.sha256(data).hexdigest()
         record["processes"] = process_count(report, self.metric)
         record["metrics"] = summarise(report, self.metric)
         return record, report

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.core import budgets
 from gatekeeper.core.digest import sha256
+from gatekeeper.core.errors import InputError
 from gatekeeper.core.escape import shell
 from gatekeeper.core.paths import cache_root
 
@@ -55,15 +57,19 @@ def export_lines(variables: Mapping[str, str]) -> str:
     return "".join(f"export {var}={shell(value)}\n" for var, value in variables.items())
 
 
+_HEADER_BYTES = 1 << 20  # MIOpen's version.h is under 1 KiB
+
 # ---------------------------------------------------------------- cache key
 
 
 def _miopen_version(rocm_path: Path) -> str | None:
     """MIOpen's version from its installed header (no GPU and no library load needed)."""
     header = rocm_path / "include" / "miopen" / "version.h"
-    try:
-        text = header.read_text(errors="replace")
-    except OSError:
+    try:  # bounded, and a regular file only: $ROCM_PATH is the job's, and /dev/zero there would never end
+        text = budgets.read_capped(header, max_bytes=_HEADER_BYTES, what="MIOpen version header").decode(
+            "utf-8", "replace"
+        )
+    except InputError:
         return None
     parts = [re.search(rf"#define\s+MIOPEN_VERSION_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
     return ".".join(m.group(1) for m in parts if m) or None

@@ -201,8 +201,12 @@ def test_numpy_predictions_match_scikit_learn_with_character_ngrams():
 def test_a_model_file_is_json_never_a_pickle(tmp_path):
     bad = tmp_path / "model.json"
     bad.write_bytes(pickle.dumps({"schema": "gatekeeper.analyze_model/v1"}))
-    with pytest.raises(InputError, match="unreadable model file"):
+    with pytest.raises(InputError, match=r"not UTF-8 text: a binary file .* where a model file belongs; hint: rebuild"):
         load_model(bad)
+    decoy = tmp_path / "decoy.json"  # the strict reader: a duplicate key is refused, not read as its last value
+    decoy.write_text('{"schema": "x", "schema": "gatekeeper.analyze_model/v1"}', encoding="utf-8")
+    with pytest.raises(InputError, match="duplicate key 'schema'"):
+        load_model(decoy)
     source = (ROOT / "gatekeeper" / "analyze" / "learned.py").read_text()
     assert "pickle" not in source.replace("never unpickles", "").replace("never a pickle", "")
     assert "import sklearn" not in source

@@ -119,6 +119,14 @@ def test_miopen_version_from_header(tmp_path: Path) -> None:
     )
     assert _miopen_version(tmp_path) == "3.2.0"
     assert _miopen_version(tmp_path / "none") is None
+    # $ROCM_PATH is the job's: a FIFO where the header belongs (a read would wait forever) or a header of 2 MiB
+    # is no version, never a hang or a 2 MiB read
+    header.unlink()
+    os.mkfifo(header)
+    assert _miopen_version(tmp_path) is None
+    header.unlink()
+    header.write_text("#define MIOPEN_VERSION_MAJOR 3\n" + "x" * (2 << 20))
+    assert _miopen_version(tmp_path) is None
 
 
 # ---------------------------------------------------------------- stats and prune
