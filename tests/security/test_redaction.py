@@ -392,3 +392,36 @@ _AFTER = ("export DB_PASSWORD=pw-prop-4815", "SERVICE_TOKEN=tk-prop-1623", '"api
 def test_nothing_before_a_secret_pair_on_its_line_can_hide_it(before, pair):
     text = redact(f"{before} {pair}", environ={})
     assert "-prop-" not in text, text
+
+
+# The one-pattern pair pass the two-step one replaced (gatekeeper/core/redact.py before 2026-12-04), kept as the
+# reference: the two steps must hide every planted value it hid (they hide more: what a harmless name swallowed).
+def _old_pairs(text: str) -> str:
+    from gatekeeper.core import redact as r
+
+    n, hint, quoted = r._N, r._HINT, rf"{r._DQ}|{r._SQ}|{r._EDQ}"
+    unquoted = re.compile(
+        rf"(?<!{n})-*+(?P<name>(?={n}*?{hint})[A-Za-z_]{n}*+)[ \t]*+"
+        rf"(?:(?P<eq>=)[ \t]*+(?P<v1>{quoted}|[^\s'\"\\<>]++)|(?P<colon>:)[ \t]*+(?P<v2>{quoted}|[^\n'\"\\]++))"
+    )
+    quoted_pair = re.compile(rf"(?P<q>\\?[\"'])(?P<name>(?={n}*?{hint}){n}++)(?P=q)[ \t]*+[:=][ \t]*+(?P<v>{quoted})")
+
+    def mask(m: re.Match[str]) -> str:
+        if not is_secret_key(m.group("name")):
+            return m.group(0)
+        group = next(k for k in ("v", "v1", "v2") if m.groupdict().get(k) is not None)
+        return m.string[m.start() : m.start(group)] + r._masked_value(m.group(group))
+
+    return unquoted.sub(mask, quoted_pair.sub(mask, text))
+
+
+_PAIR_PIECES = ["DB_PASSWORD", "api_key", "tokenizer", "passing", "key", "=", ": ", " ", '"', "'", "\\", "\n", "-",
+                "S3cr", "x", "{", ","]  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_PAIR_PIECES), max_size=14).map("".join))
+def test_the_two_step_pairs_hide_whatever_the_one_pattern_pass_hid(text):
+    from gatekeeper.core.redact import _mask_pairs
+
+    assert _mask_pairs(text).count("S3cr") <= _old_pairs(text).count("S3cr"), text
