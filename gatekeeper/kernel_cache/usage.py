@@ -97,6 +97,18 @@ def _entries(root: Path) -> Iterator[Item]:
             yield item
 
 
+def _inode(item: Item) -> tuple[int, int]:
+    return item.st.st_dev, item.st.st_ino
+
+
+def _links_inside(entries: list[Item]) -> dict[tuple[int, int], int]:
+    """How many of the cache's entries name each file: hard links are one file's bytes under several names."""
+    links: dict[tuple[int, int], int] = {}
+    for item in entries:
+        links[_inode(item)] = links.get(_inode(item), 0) + 1
+    return links
+
+
 def _kind(rel: str) -> str:
     rel = shown(rel)  # a directory's name (any job chose it) is a key of the stats and of a stage report
     for sub in sorted(CACHE_VARIABLES.values(), key=len, reverse=True):
@@ -136,8 +148,15 @@ def begin(root: Path) -> dict[str, Any]:
             raise InputError(path, "", f"{kind_of(mode)} where the cache snapshot belongs", "delete it")
     started = time.time_ns()
     known: dict[str, int] = {}
-    for item in _entries(root):
+    entries = list(_entries(root))
+    links = _links_inside(entries)
+    for item in entries:
         st = item.st
+        if st.st_nlink > links[_inode(item)]:
+            # A hard link to a file outside the cache: its times are that file's too, so they are left alone.
+            # Known by its mtime, it is never counted as created; a read of it may go unseen as "used".
+            known[item.rel] = st.st_mtime_ns
+            continue
         try:
             # follow_symlinks=False: if the entry was swapped for a link since the walk, the link is timed
             os.utime(item.path, ns=(min(st.st_atime_ns, st.st_mtime_ns - 10**9), st.st_mtime_ns), follow_symlinks=False)
@@ -182,12 +201,15 @@ def collect_stats(root: Path, corrupt: list[dict[str, Any]] | None = None) -> Ca
     by_kind: dict[str, dict[str, int]] = {}
     snap = read_snapshot(root / SNAPSHOT)
     used = created = 0
+    counted: set[tuple[int, int]] = set()  # a file's bytes count once, whatever the names it has in the cache
     for item in _entries(root):
         st = item.st
+        size = 0 if _inode(item) in counted else st.st_size
+        counted.add(_inode(item))
         kind = by_kind.setdefault(_kind(item.rel), {"bytes": 0, "files": 0})
-        kind["bytes"] += st.st_size
+        kind["bytes"] += size
         kind["files"] += 1
-        total_bytes += st.st_size
+        total_bytes += size
         total_files += 1
         if snap is not None:
             before = snap["files"].get(item.rel)
@@ -215,21 +237,26 @@ def collect_stats(root: Path, corrupt: list[dict[str, Any]] | None = None) -> Ca
 def prune(root: Path, max_bytes: int) -> PruneResult:
     """Delete least-recently-used files (by the later of atime and mtime) until the cache fits.
 
-    Only regular files are deleted (unlink never follows a link); the times and sizes are the files' own."""
-    entries = [(max(i.st.st_atime_ns, i.st.st_mtime_ns), i.st.st_size, i.path) for i in _entries(root)]
-    before = sum(size for _, size, _ in entries)
+    Only regular files are deleted (unlink never follows a link); the times and sizes are the files' own. A file
+    with several names in the cache (hard links) counts its bytes once, freed when its last name is deleted."""
+    items = list(_entries(root))
+    links = _links_inside(items)
+    entries = [(max(i.st.st_atime_ns, i.st.st_mtime_ns), i.st.st_size, i.path, _inode(i)) for i in items]
+    before = sum(size for _, size, _, _ in {e[3]: e for e in entries}.values())
     total = before
     removed = removed_bytes = 0
-    for _, size, path in sorted(entries, key=lambda e: (e[0], str(e[2]))):
+    for _, size, path, inode in sorted(entries, key=lambda e: (e[0], str(e[2]))):
         if total <= max_bytes:
             break
         try:
             path.unlink()
         except OSError:
             continue
-        total -= size
         removed += 1
-        removed_bytes += size
+        links[inode] -= 1
+        if links[inode] == 0:
+            total -= size
+            removed_bytes += size
     # Drop directories the pruning emptied (deepest first); the root, the quarantine and the breaker's stay.
     dirs = [i.path for i in walk(root, skip=_OWN | {QUARANTINE, BREAKER_DIR}) if i.is_dir]
     for path in sorted(dirs, key=lambda p: -len(p.parts)):

@@ -411,3 +411,33 @@ def test_hostile_names_cannot_forge_terminal_lines(tmp_path: Path, capsys: pytes
         assert not [line for line in out.splitlines() if line.startswith("gatekeeper: cache: FORGED")]
         (root / "inductor" / "b\ngatekeeper: cache: FORGED entry.kdb").write_bytes(b"garbage")
     assert "\\x0agatekeeper: cache: FORGED" in out
+
+
+def test_hard_links_count_one_files_bytes_once_and_one_shared_with_the_outside_keeps_its_times(
+    tmp_path: Path,
+) -> None:
+    """A file with two names in the cache is its bytes once (stats) and frees them with its last name (prune); a
+    hard link to a file outside the cache is counted, but begin never sets that file's times."""
+    root = tmp_path / "kc"
+    (root / "inductor").mkdir(parents=True)
+    twice = root / "inductor" / "a.so"
+    twice.write_bytes(b"k" * 1000)
+    os.link(twice, root / "inductor" / "b.so")
+    outside = _aged_text(tmp_path / "outside.txt", "x" * 10)
+    os.link(outside, root / "inductor" / "shared.txt")
+    begin(root)
+    assert _times(outside) == (OLD_NS, OLD_NS)
+    snap = read_snapshot(root / SNAPSHOT)
+    assert snap is not None
+    assert sorted(snap["files"]) == ["inductor/a.so", "inductor/b.so", "inductor/shared.txt"]
+    stats = collect_stats(root)
+    assert (stats.total_files, stats.total_bytes, stats.created) == (3, 1010, 0)
+    assert stats.by_kind["inductor"] == {"bytes": 1010, "files": 3}
+    # the oldest first: shared.txt (2020) brings the cache to 1000 bytes, under 1005; counted per name (2010
+    # bytes), a.so would have gone too, freeing nothing while b.so holds the same bytes
+    result = prune(root, 1005)
+    assert (result.removed_files, result.removed_bytes, result.before_bytes, result.after_bytes) == (1, 10, 1010, 1000)
+    assert twice.exists()
+    assert outside.read_text() == "x" * 10  # the outside file lost a name in the cache, not its bytes
+    result = prune(root, 500)
+    assert (result.removed_files, result.removed_bytes, result.after_bytes) == (2, 1000, 0)
