@@ -13,7 +13,6 @@ them), and, when a person pastes it (``--capture`` does not write it), ``lspci.t
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -79,7 +78,10 @@ FILES = (
 )
 
 # Asks torch in a child (importing torch in doctor would take seconds and could
-# hang on a broken driver). Prints one JSON line.
+# hang on a broken driver). Prints one JSON line after a marker: torch warns on stderr exactly where doctor is
+# needed ("UserWarning: HIP initialization: Unexpected error from hipGetDeviceCount()"), and the tool's output
+# holds stderr after stdout, so "the last line" was the warning and the probe's answer was lost.
+_TORCH_MARK = "gatekeeper-torch-probe: "
 _TORCH_PROBE = r"""
 import json
 out = {}
@@ -100,7 +102,7 @@ try:
             out["miopen"] = str(v) if v else None
 except Exception as err:
     out["error"] = f"{type(err).__name__}: {err}"
-print(json.dumps(out))
+print("gatekeeper-torch-probe: " + json.dumps(out))
 """
 
 
@@ -214,10 +216,17 @@ def take_snapshot(
         return Snapshot("live", texts, tools, redact_env(env), FsFacts.probe(), None)
     torch_run, torch_out = _run_tool(("{python}", "-c", _TORCH_PROBE), env, max(timeout, 60.0))
     if torch_run.status == "ok":
+        # The same rules as a captured torch.json (strict JSON, its schema): the probe runs in the job's Python,
+        # whose start-up (a sitecustomize, a .pth file) can print too, so its line is read as input.
+        marked = [line[len(_TORCH_MARK) :] for line in torch_out.splitlines() if line.startswith(_TORCH_MARK)]
         try:
-            torch_info = json.loads(torch_out.strip().splitlines()[-1])
-        except (json.JSONDecodeError, IndexError):
-            torch_run = ToolRun("failed", "torch probe printed no JSON", torch_run.duration_s)
+            if not marked:
+                raise InputError(None, "", f"no line starts with {_TORCH_MARK.strip()!r}")
+            torch_info = files.parse_json(marked[-1], "torch probe", what="torch probe output")
+            schemas.validate("gatekeeper.capture-torch/v1", torch_info, path="torch probe")
+        except InputError as err:
+            torch_info = None
+            torch_run = ToolRun("failed", f"torch probe printed no valid JSON: {err.problem}", torch_run.duration_s)
     tools["torch"] = torch_run
     return Snapshot("live", texts, tools, redact_env(env), FsFacts.probe(), torch_info)
 

@@ -678,3 +678,62 @@ def test_the_rocm_version_file_is_read_bounded_and_a_bad_one_is_a_failed_probe(t
     assert "version" not in snap.texts
     assert snap.tools["version"].status == "failed"
     assert "ROCm version file is larger than" in snap.tools["version"].detail
+
+
+HIP_WARNING = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "logs"
+    / "device_not_available__pytorch-pr80405-hipgetdevicecount-invalid-device-container.log"
+)
+
+
+def _probe(monkeypatch: pytest.MonkeyPatch, body: str) -> tuple[str, str, object]:
+    """take_snapshot with the torch probe replaced by ``body`` (run by this Python in a child, as the probe is)."""
+    from gatekeeper.machine import snapshot
+
+    monkeypatch.setattr(snapshot, "_TORCH_PROBE", body)
+    snap = take_snapshot(timeout=30.0, environ={"PATH": "/nonexistent"}, tools_to_run={})
+    return snap.tools["torch"].status, snap.tools["torch"].detail, snap.torch
+
+
+def test_the_torch_probe_is_read_past_a_warning_torch_wrote_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ROCm torch warns on stderr where doctor is needed most (a real warning from a container without a visible
+    GPU); the tool's output holds stderr after stdout, so the answer is found by its marker, not as the last line."""
+    answer = {
+        "version": "2.4.0+rocm6.1",
+        "hip": "6.1",
+        "cuda": None,
+        "available": False,
+        "arch_list": [],
+        "devices": [],
+    }
+    body = (
+        "import json, sys\n"
+        f"print('gatekeeper-torch-probe: ' + json.dumps({answer!r}))\n"
+        f"sys.stderr.write(open({str(HIP_WARNING)!r}).read())\n"
+    )
+    status, detail, torch_info = _probe(monkeypatch, body)
+    assert (status, detail) == ("ok", "")
+    assert torch_info == answer
+
+
+@pytest.mark.parametrize(
+    ("printed", "why"),
+    [
+        ("print('no marker here')", "no line starts with 'gatekeeper-torch-probe:'"),
+        ("print('gatekeeper-torch-probe: ' + '[' * 5000 + ']' * 5000)", "nested"),
+        ('print(\'gatekeeper-torch-probe: {"available": "yes"}\')', "is not of type 'boolean'"),
+        ('print(\'gatekeeper-torch-probe: {"version": "a", "version": "b"}\')', "duplicate key"),
+    ],
+)
+def test_a_torch_probe_answer_that_is_not_a_valid_one_is_a_failed_probe(
+    monkeypatch: pytest.MonkeyPatch, printed: str, why: str
+) -> None:
+    """The job's Python prints the answer, so it is read as a captured torch.json is (strict JSON, its schema):
+    anything else is a failed probe with the reason, never a crash or a half-read answer."""
+    status, detail, torch_info = _probe(monkeypatch, printed)
+    assert status == "failed"
+    assert detail.startswith("torch probe printed no valid JSON: ")
+    assert why in detail
+    assert torch_info is None

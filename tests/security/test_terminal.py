@@ -192,8 +192,9 @@ def test_the_embedded_scripts_print_what_they_say():
     from gatekeeper.analyze.bundle import repro_script
     from gatekeeper.machine import snapshot
 
-    probe = next(v for v in vars(snapshot).values() if isinstance(v, str) and "print(json.dumps(out))" in v)
-    assert probe.count("print(") == 1  # one JSON line, parsed by the parent
+    probe = snapshot._TORCH_PROBE
+    assert probe.count("print(") == 1  # one JSON line after its marker, parsed by the parent
+    assert 'print("gatekeeper-torch-probe: " + json.dumps(out))' in probe
     script = repro_script()
     assert "def shown(text):\n    return ascii(str(text))" in script
     for call in re.findall(r"print\(f\"(.*)\"\)", script):
