@@ -131,10 +131,10 @@ def loads_strict(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_unique_keys)
 
 
-def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
-    """A regular file's JSON (budgets.MAX_JSON_BYTES at most), strict: no duplicate key, every number bounded
-    (``numbers.check_tree``); InputError naming the file and the place otherwise."""
-    return parse_json(read_text(path, what=what), path, what=what)
+def read_json(path: str | Path, *, what: str = "JSON file", max_bytes: int | None = None) -> Any:
+    """A regular file's JSON (``max_bytes``, by default budgets.MAX_JSON_BYTES, at most), strict: no duplicate
+    key, every number bounded (``numbers.check_tree``); InputError naming the file and the place otherwise."""
+    return parse_json(read_text(path, what=what, max_bytes=max_bytes), path, what=what)
 
 
 def parse_json(text: str | bytes, path: str | Path | None, *, what: str = "JSON file") -> Any:

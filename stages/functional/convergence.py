@@ -25,11 +25,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import platform
 import statistics
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.files import atomic_write
 from stages.functional.steps import Plan
@@ -102,16 +104,12 @@ def read_golden(
     path = directory / FILE
     where = str(path)
     hint = "save one with --golden-save DIR --train-steps N on the reference stack"
-    try:
-        if path.stat().st_size > _MAX_BYTES:
-            raise InputError(where, "", "larger than 16 MiB: not a convergence golden", hint)
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(
-            where, "--golden", "no loss curves in this golden (--train-steps was not saved)", hint
-        ) from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise InputError(where, "", f"not a readable convergence golden: {err}", hint) from None
+    if not os.path.lexists(path):
+        raise InputError(where, "--golden", "no loss curves in this golden (--train-steps was not saved)", hint)
+    try:  # the strict reader: a regular file, bounded, no duplicate key
+        doc = files.read_json(path, what="convergence golden", max_bytes=_MAX_BYTES)
+    except InputError as err:
+        raise InputError(where, err.where, f"not a readable convergence golden: {err.problem}", hint) from None
     if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
         raise InputError(where, "schema_version", f"not {SCHEMA_VERSION}", hint)
     curves = doc.get("curves")

@@ -25,10 +25,12 @@ import datetime as dt
 import hashlib
 import importlib
 import json
+import os
 import platform
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.core import budgets, files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.files import atomic_write
 from stages.device import tf32_off
@@ -134,15 +136,14 @@ def read_meta(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
     """golden.json of ``directory``, checked against this run's model configuration (InputError if unusable)."""
     path = directory / META
     where = str(path)
-    try:
-        size = path.stat().st_size
-        if size > _MAX_META_BYTES:
-            raise InputError(where, "", f"{size} bytes is too large for a golden.json", "point --golden at a golden")
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(where, "--golden", "no golden.json here", "create one with --golden-save DIR") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise InputError(where, "", f"not a readable golden.json: {err}", "save it again with --golden-save") from None
+    if not os.path.lexists(path):
+        raise InputError(where, "--golden", "no golden.json here", "create one with --golden-save DIR")
+    try:  # the strict reader: a regular file (a link to /dev/zero is refused, not read forever), bounded
+        doc = files.read_json(path, what="golden.json", max_bytes=_MAX_META_BYTES)
+    except InputError as err:
+        raise InputError(
+            where, err.where, f"not a readable golden.json: {err.problem}", "save it again with --golden-save"
+        ) from None
     if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
         version = doc.get("schema_version") if isinstance(doc, dict) else None
         raise InputError(
@@ -167,13 +168,12 @@ def read_meta(directory: Path, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_tensor_file(path: Path, sha256: str) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > _MAX_TENSOR_BYTES:
-            raise InputError(path, "", f"{size} bytes is larger than 4 GiB", "save the golden with a smaller batch")
-        data = path.read_bytes()
-    except OSError as err:
-        raise InputError(path, "", f"cannot read the golden tensors: {err.strerror or err}", "save it again") from None
+    try:  # a regular file only, read once and bounded: the bytes hashed are the bytes loaded
+        data = budgets.read_capped(path, max_bytes=_MAX_TENSOR_BYTES, what="golden tensor file")
+    except InputError as err:
+        raise InputError(
+            path, err.where, err.problem, "save the golden again (with a smaller batch if too large)"
+        ) from None
     if hashlib.sha256(data).hexdigest() != sha256:
         raise InputError(path, "", "its SHA-256 differs from golden.json (truncated or edited)", "save it again")
     return data

@@ -147,6 +147,10 @@ def test_without_safetensors_the_golden_is_a_weights_only_torch_file(tmp_path: P
         (lambda w: _edit(w, config={**CONFIG, "batch_size": 4}), "config.batch_size: the golden was made with 4"),
         (lambda w: _edit(w, file="../etc/passwd"), "is not golden.safetensors or golden.pt"),
         (lambda w: _tensor_file(w).write_bytes(b"edited"), "SHA-256 differs"),
+        # the golden comes from another job's artifacts: each file is read as a regular file, bounded, strict
+        (lambda w: _to_dev_zero(w / "golden.json"), "expected a golden.json, found a device or socket"),
+        (lambda w: _to_dev_zero(_tensor_file(w)), "expected a golden tensor file, found a device or socket"),
+        (lambda w: _edit_text(w, '"seed": 0', '"seed": 0, "seed": 0'), "duplicate key 'seed'"),
     ],
 )
 def test_an_unusable_golden_is_exit_2_with_one_line(tmp_path: Path, capsys, spoil, text: str) -> None:
@@ -165,6 +169,18 @@ def test_an_unusable_golden_is_exit_2_with_one_line(tmp_path: Path, capsys, spoi
 
 def _tensor_file(where: Path) -> Path:
     return where / json.loads((where / "golden.json").read_text())["file"]
+
+
+def _to_dev_zero(path: Path) -> None:
+    """A link to /dev/zero where a golden file belongs: stat said 0 bytes, and the read never ended."""
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _edit_text(where: Path, old: str, new: str) -> None:
+    text = (where / "golden.json").read_text()
+    assert old in text
+    (where / "golden.json").write_text(text.replace(old, new, 1))
 
 
 def _edit(where: Path, **changes) -> None:

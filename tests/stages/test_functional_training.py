@@ -161,6 +161,14 @@ def test_golden_curves_are_checked_before_any_training(tmp_path: Path) -> None:
     path.write_text("{not json")
     with pytest.raises(InputError, match="not a readable"):
         convergence.read_golden(tmp_path, plan, **kw)
+    # the golden comes from another job's artifacts: read as a regular file, bounded, strict
+    path.write_text(json.dumps(_golden({0: [1.0], 1: [1.0]}, **config)).replace('"steps": 3', '"steps": 3, "steps": 3'))
+    with pytest.raises(InputError, match="not a readable convergence golden: duplicate key 'steps'"):
+        convergence.read_golden(tmp_path, plan, **kw)
+    path.unlink()
+    path.symlink_to("/dev/zero")  # stat says 0 bytes; read, it never ends
+    with pytest.raises(InputError, match="not a readable convergence golden: expected a convergence golden, found a"):
+        convergence.read_golden(tmp_path, plan, **kw)
 
 
 def test_bad_training_options_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
