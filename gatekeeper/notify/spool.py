@@ -130,10 +130,8 @@ def _read(path: Path) -> SpoolEntry:
         raise ValueError("not a regular file")
     if path.stat().st_size > MAX_ENTRY_BYTES:
         raise ValueError(f"larger than {MAX_ENTRY_BYTES} bytes")
-    try:
-        doc = files.read_json(
-            path, what="spool entry", max_bytes=MAX_ENTRY_BYTES
-        )  # grown since the stat: still bounded
+    try:  # bounded again by the read: the entry may have grown since the stat
+        doc = files.read_json(path, what="spool entry", max_bytes=MAX_ENTRY_BYTES)
     except (InputError, ValueError, OSError) as err:  # the entry is bad, not the run
         raise ValueError(f"not JSON ({type(err).__name__})") from None
     if not isinstance(doc, dict):
