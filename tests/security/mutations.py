@@ -52,6 +52,8 @@ SECRET_VALUES = (
     "glpat-Zx9Yw8Vu7Ts6Rq5Po4Nm",
 )
 SECRET = (
+    # first a harmless name holding a secret word: the redactor once let "tokenizer:" take the rest of its line
+    "tokenizer: bert-base-uncased "
     f"export DB_PASSWORD={SECRET_VALUES[0]} SERVICE_TOKEN={SECRET_VALUES[1]} "
     f"{{'Authorization': 'Bearer {SECRET_VALUES[2]}', 'PRIVATE-TOKEN': '{SECRET_VALUES[3]}'}} "
     f"token {SECRET_VALUES[4]}"
@@ -387,7 +389,8 @@ CLASSES: dict[str, MutationClass] = {
         ),
         MutationClass(
             "secret", "text",
-            "secret shapes: export PASSWORD=, a _TOKEN= variable, headers as a dict, a GitLab token",
+            "secret shapes after a harmless tokenizer: on their line: export PASSWORD=, a _TOKEN= variable, headers "
+            "as a dict, a GitLab token",
             SECRET, st.sampled_from([SECRET]),
         ),
         MutationClass("duplicate-key", "keys", "the first key of the document twice (a decoy value first)"),
