@@ -207,6 +207,11 @@ def _secret_values(environ: Mapping[str, str]) -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+def _all_forms(values: list[str]) -> list[str]:
+    """Every form of every value, longest first (so a value is masked before a shorter one inside it)."""
+    return sorted({f for v in values for f in _forms(v)}, key=len, reverse=True)
+
+
 def _forms(value: str) -> set[str]:
     """A value as it appears raw, URL-encoded and JSON-escaped."""
     return {value, quote(value, safe=""), quote(value, safe="/"), json.dumps(value)[1:-1]}
@@ -257,7 +262,7 @@ def redact(text: str, environ: Mapping[str, str] | None = None, extra: list[str]
     """``text`` with secret values and token shapes replaced by MASK."""
     env = os.environ if environ is None else environ
     values = [*(s for s in extra or () if s and len(s) >= _MIN_SECRET_LEN), *_secret_values(env)]
-    return _redact(text, sorted({f for v in values for f in _forms(v)}, key=len, reverse=True))
+    return _redact(text, _all_forms(values))
 
 
 def _redact(text: str, forms: list[str]) -> str:
@@ -277,8 +282,7 @@ def redact_obj(obj: Any, environ: Mapping[str, str] | None = None) -> Any:
     """A JSON-like value with every string (keys too) redacted; the structure is kept, so it stays valid."""
     env = os.environ if environ is None else environ
     # the environment's secret values are looked up once per document, not once per string
-    forms = sorted({f for v in _secret_values(env) for f in _forms(v)}, key=len, reverse=True)
-    return _redact_obj(obj, forms)
+    return _redact_obj(obj, _all_forms(_secret_values(env)))
 
 
 def _redact_obj(obj: Any, forms: list[str]) -> Any:
@@ -296,8 +300,7 @@ def redact_fields(obj: T, environ: Mapping[str, str] | None = None) -> T:
     for a result that several outputs render. Redacting each rendered text is not enough, because rendering can
     hide a secret's shape: a JSON string quoted in a log line, escaped again in a JSON report, is ``\\\"``-deep."""
     env = os.environ if environ is None else environ
-    forms = sorted({f for v in _secret_values(env) for f in _forms(v)}, key=len, reverse=True)
-    return cast(T, _redact_fields(obj, forms))
+    return cast(T, _redact_fields(obj, _all_forms(_secret_values(env))))
 
 
 def _redact_fields(obj: Any, forms: list[str]) -> Any:
