@@ -68,6 +68,16 @@ sys.exit(0 if torch.allclose(ops.gelu(x), torch.nn.functional.gelu(x), atol=1e-9
 '''
 
 
+def latency_gates(extra: str = "") -> str:
+    """gates.yaml with one gate a bisection judges: the median latency within +10% of the good candidate;
+    ``extra``: more keys of that gate, one per line (``"max_cv: 0.15"``)."""
+    lines = "".join(f"    {line}\n" for line in extra.splitlines())
+    return (
+        "version: 1\ngates:\n  latency-median:\n    metric: performance_baseline.latency_ms\n"
+        f'    compare: baseline\n    pass: "<= +10%"\n{lines}'
+    )
+
+
 def make_repo(path: Path, n: int, files: Callable[[int], dict[str, str]]) -> git.Repo:
     """A repository of ``n`` commits ("commit 1" .. "commit n"); ``files(i)`` is the tree of commit i."""
     repo = git.Repo.init(path, initial_branch="main")

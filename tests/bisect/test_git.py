@@ -12,7 +12,7 @@ import pytest
 
 from gatekeeper import cli
 from gatekeeper.contract.bisect_report import read_bisect, write_bisect
-from tests.bisect.builders import commit_number, make_repo, slow_model_repo
+from tests.bisect.builders import commit_number, latency_gates, make_repo, slow_model_repo
 from tests.bisect.docs import documented
 from tests.security.matrix import markdown_problems
 
@@ -22,15 +22,7 @@ from tests.security.matrix import markdown_problems
 # processes by a few percent (a CV of 6.3% over three process medians was seen under load, with a +23% step's
 # always-valid CI at [+14.2%, +33.0%]); this test is about bisecting, the noise guard has its own tests
 # (tests/evaluate/test_judge_max_cv.py, tests/bisect/test_noise.py).
-GATES = """\
-version: 1
-gates:
-  latency-median:
-    metric: performance_baseline.latency_ms
-    compare: baseline
-    pass: "<= +10%"
-    max_cv: 0.15
-"""
+GATES = latency_gates("max_cv: 0.15")
 
 
 def _bound(n: int) -> int:

@@ -22,7 +22,7 @@ from gatekeeper.bisect.measure import Runner, summarise
 from gatekeeper.contract.bisect_report import read_bisect
 from gatekeeper.contract.stage_report import Environment, Metric, StageReport, write_stage
 from gatekeeper.core.errors import InputError
-from tests.bisect.builders import make_repo
+from tests.bisect.builders import latency_gates, make_repo
 
 PROCESSES = 3
 
@@ -283,14 +283,7 @@ def test_adding_processes_until_decided_keeps_false_alarms_within_alpha(tmp_path
     assert sum(d["processes"] for d in decisions) / len(decisions) < 15
 
 
-NOISY_GATES = """\
-version: 1
-gates:
-  latency-median:
-    metric: performance_baseline.latency_ms
-    compare: baseline
-    pass: "<= +10%"
-"""
+NOISY_GATES = latency_gates()
 
 
 def test_the_gates_max_cv_decides_a_bisection_the_default_calls_unknown(tmp_path, monkeypatch):
