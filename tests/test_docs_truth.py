@@ -139,6 +139,8 @@ PARSE_ONLY: dict[str, str] = {
     "tests/bisect/test_docs_bisect.py files it against a local fake GitLab",
     r"history import --from artifacts/stable/history-spool\.jsonl": "needs a record a failed --record "
     "spooled and the job's store variable; tests/history/test_store_bad_input.py spools and imports one",
+    r"^gatekeeper history platforms\b": "needs runs of one commit on two platforms, named by $CI_COMMIT_SHA; "
+    "tests/history/test_platforms.py records them and runs it",
 }
 
 

@@ -2,7 +2,8 @@
 
 ``changes`` lists the change points of every recorded metric with the stack difference at each;
 ``anchor`` shows the anchors set, or sets one (``--set RUN --by NAME --reason TEXT``); ``export`` and
-``import`` move records between stores and files (and bring spooled records home)."""
+``import`` move records between stores and files (and bring spooled records home); ``platforms`` says
+whether the metrics moved between two commits on every platform recorded (the code) or on some (theirs)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,24 @@ def _changes(args: argparse.Namespace) -> int:
         ),
         end="",
     )
+    return ExitCode.PASS
+
+
+def _platforms(args: argparse.Namespace) -> int:
+    from gatekeeper.history.views import platforms_report
+
+    text, skipped = platforms_report(
+        history=args.history,
+        commit=args.commit,
+        base=args.base,
+        metric=args.metric,
+        channel=args.channel,
+        min_effect=args.min_effect,
+        fmt=args.format,
+    )
+    for line in skipped:
+        print(f"gatekeeper: warning: {line}", file=sys.stderr)
+    print(text, end="")
     return ExitCode.PASS
 
 
@@ -70,6 +89,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--since", help="only runs recorded on or after this date (YYYY-MM-DD)")
     c.add_argument("--format", choices=["table", "json", "md"], default="table")
     c.set_defaults(handler=_changes)
+
+    pl = verbs.add_parser(
+        "platforms", help="did the metrics move between two commits on every platform (the code) or on some (theirs)"
+    )
+    pl.add_argument("--history", required=True, help=store_help)
+    pl.add_argument("--commit", required=True, help="the commit to judge (at least 7 hex digits)")
+    pl.add_argument(
+        "--base", help="the commit to judge it against (default: the newest earlier one every platform ran)"
+    )
+    pl.add_argument("--metric", help="only this metric: name, stage.name or a glob (latency_ms*)")
+    pl.add_argument("--channel", choices=["stable", "nightly"], help="only this channel")
+    pl.add_argument("--min-effect", type=float, default=0.02, help="the smallest move that counts (default 0.02: 2%%)")
+    pl.add_argument("--format", choices=["table", "json", "md"], default="table")
+    pl.set_defaults(handler=_platforms)
 
     a = verbs.add_parser("anchor", help="show the anchors set, or set one (--set RUN --by NAME --reason TEXT)")
     a.add_argument("--history", required=True, help=store_help)

@@ -233,6 +233,7 @@ class SqlStore(BaselineStore):
         comes with ``levels`` and without ``points`` (what ``history changes`` reads, fast)."""
         from gatekeeper.history.points import decode_levels
 
+        self.skipped = []
         conds: list[str] = ["status = 'passed'"]
         args: list[object] = []
         for column, value in (("stage", stage), ("channel", channel)):

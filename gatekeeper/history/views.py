@@ -12,7 +12,7 @@ from gatekeeper.core.escape import md_text, terminal
 from gatekeeper.history import open_store
 from gatekeeper.history.sql import SqlStore
 
-__all__ = ["anchors_report", "changes_report", "set_anchor"]
+__all__ = ["anchors_report", "changes_report", "platforms_report", "set_anchor"]
 
 
 def _sql_store(spec: str, *, create: bool = False) -> SqlStore:
@@ -118,6 +118,76 @@ def _markdown(docs: Sequence[dict[str, Any]], runs: int) -> str:
     for d in docs:
         cells = [f"{d['stage']}.{d['metric']}", _size(d), _series(d), _first(d), _stack(d)]
         lines.append("| " + " | ".join(md_text(c) for c in cells) + f" | {'yes' if d['confirmed'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+def platforms_report(
+    *,
+    history: str,
+    commit: str,
+    base: str | None = None,
+    metric: str | None = None,
+    channel: str | None = None,
+    min_effect: float = 0.02,
+    fmt: str = "table",
+) -> tuple[str, list[str]]:
+    """``gatekeeper history platforms``: did the metrics move between two commits on every platform or on
+    some only (``gatekeeper.history.platforms``); with the records that could not be read, for warnings."""
+    from gatekeeper.history.platforms import platform_triage
+    from gatekeeper.history.postgres import redact_url
+
+    if not 0 < min_effect < 1:
+        raise InputError(None, "--min-effect", f"{min_effect:g} is not a fraction", "give one such as 0.02 (2%)")
+    store = _sql_store(history)
+    rows = store.series(channel=channel, summaries=True)
+    skipped = list(store.skipped)
+    triage = platform_triage(
+        rows, commit=commit, base=base, metric=metric, min_effect=min_effect, store=redact_url(history), skipped=skipped
+    )
+    if fmt == "json":
+        return json.dumps(triage.to_dict(), indent=1) + "\n", skipped
+    shown = [f.to_dict() for f in triage.findings if f.call != "no change"]
+    same = len(triage.findings) - len(shown)
+    if fmt == "md":
+        return _platforms_md(triage.head, shown, same, triage.unmatched), skipped
+    return _platforms_table(triage.head, shown, same, triage.unmatched), skipped
+
+
+def _platform_lines(d: dict[str, Any]) -> list[str]:
+    out = []
+    for p in d["platforms"]:
+        size = f"{_pct(p['change'])} [{_pct(p['ci'][0])}, {_pct(p['ci'][1])}] p={p['p_value']:.2g}"
+        runs = f"{_run_name(p['base_run'])} -> {_run_name(p['head_run'])}"
+        stack = "; ".join(f"{s['component']} {s['before']} -> {s['after']}" for s in p["stack_changes"])
+        out.append(f"{p['platform']}: {p['direction']} {size}, {runs}; stack changed: {stack or 'nothing'}")
+    return out
+
+
+def _run_name(run: dict[str, Any]) -> str:
+    name = f"pipeline {run['pipeline_id']}" if run.get("pipeline_id") else f"record {run['run_id']}"
+    return f"{name} ({str(run.get('commit') or '')[:12]})"
+
+
+def _platforms_table(head: str, docs: Sequence[dict[str, Any]], same: int, unmatched: Sequence[str]) -> str:
+    lines = [f"commit {head[:12]}: {len(docs)} metric(s) moved on a platform, {same} equivalent on every one"]
+    for d in docs:
+        lines += ["", f"{d['stage']}.{d['metric']} [{d['channel']}, model {d['model']}]: {d['call']}", f"  {d['why']}"]
+        lines += [f"  {line}" for line in _platform_lines(d)]
+    lines += [f"not compared: {u}" for u in unmatched]
+    return terminal("\n".join(lines)) + "\n"
+
+
+def _platforms_md(head: str, docs: Sequence[dict[str, Any]], same: int, unmatched: Sequence[str]) -> str:
+    lines = [
+        f"**commit {md_text(head[:12])}**: {len(docs)} metric(s) moved on a platform, {same} equivalent on every one",
+        "",
+    ]
+    if docs:
+        lines += ["| metric | call | why | per platform |", "| --- | --- | --- | --- |"]
+        for d in docs:
+            per = "<br>".join(md_text(line) for line in _platform_lines(d))
+            lines.append(f"| {md_text(d['stage'] + '.' + d['metric'])} | {d['call']} | {md_text(d['why'])} | {per} |")
+    lines += [f"- not compared: {md_text(u)}" for u in unmatched]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,202 @@
+"""``gatekeeper history platforms``: the same two commits judged on ROCm and on CUDA tell a change in the code
+(it moved on both) from one of a platform (it moved on one, the other stayed equivalent), and name the
+platform's stack change when there is one."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from gatekeeper.cli import main
+from gatekeeper.contract.stage_report import Environment, Metric, StageReport
+from gatekeeper.history import RunInfo
+from gatekeeper.history.sqlite import SqliteStore
+from gatekeeper.stats.shift import level_shift
+from tests.support.builders import env, report
+
+ROCM = {"device_kind": "rocm", "gfx_arch": "gfx942:sramecc+:xnack-", "rocm_version": "6.2.4"}
+CUDA = {"device_kind": "cuda", "gfx_arch": None, "rocm_version": None, "compute_capability": "9.0",
+        "cuda_version": "12.4", "torch_version": "2.5.1+cu124"}  # fmt: skip
+
+
+def _commit(n: int) -> str:
+    return f"{n:x}" * 40  # "4444...": hex, and no commit a prefix of another
+
+
+def _perf(level: float, rng: np.random.Generator, environment: Environment, *, noise: float = 0.01) -> StageReport:
+    samples = [list(level * np.exp(rng.normal(0, noise)) * np.exp(rng.normal(0, noise, 20))) for _ in range(10)]
+    return report(
+        "performance_baseline",
+        metrics={"latency_ms": Metric.of(float(np.median(np.concatenate(samples))), "ms", "lower", samples)},
+        environment=environment,
+    )
+
+
+def _record(
+    store: SqliteStore, n: int, environment: Environment, level: float, rng: np.random.Generator, **kw: float
+) -> None:
+    info = RunInfo("main", _commit(n), str(1000 + n), "pass", f"2026-11-{n:02d}T02:00:00+00:00",
+                   stack={"gatekeeper": "0.9.0", "image": "registry.example.invalid/rocm:6.2"})  # fmt: skip
+    store.save(_perf(level, rng, environment, **kw), info)
+
+
+def _store(
+    tmp_path: Path, *, name: str = "history.db", rocm_after: float, cuda_after: float, miopen_after: str = "3.2.0"
+) -> Path:
+    """Commits 1..4 on both platforms; commit 4 moves ROCm's latency by ``rocm_after`` and CUDA's by
+    ``cuda_after``, and brings MIOpen ``miopen_after`` on ROCm."""
+    db = tmp_path / name
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(7)
+    for n in range(1, 5):
+        last = n == 4
+        miopen = miopen_after if last else "3.2.0"
+        rocm = env(**ROCM, extra={"miopen_version": miopen})
+        _record(store, n, rocm, 10.0 * (rocm_after if last else 1.0), rng)
+        _record(store, n, env(**CUDA), 8.0 * (cuda_after if last else 1.0), rng)
+    return db
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+    code = main(["history", "platforms", *argv, "--format", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_move_on_rocm_only_with_a_miopen_change_is_the_platforms_and_names_miopen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _store(tmp_path, rocm_after=1.08, cuda_after=1.0, miopen_after="3.3.0")
+    code, out = _json(capsys, "--history", f"sqlite:{db}", "--commit", _commit(4)[:10])
+    assert code == 0
+    assert out["head"] == _commit(4)
+    [finding] = out["findings"]
+    assert (finding["metric"], finding["call"]) == ("latency_ms", "platform")
+    rocm, cuda = sorted(finding["platforms"], key=lambda p: p["platform"], reverse=True)
+    assert rocm["platform"] == "rocm gfx942"
+    assert cuda["platform"] == "cuda sm_90"
+    assert rocm["direction"] == "up"
+    assert 0.06 < rocm["change"] < 0.10
+    assert cuda["direction"] == "equivalent"
+    assert rocm["base_run"]["commit"] == _commit(3)  # the newest commit both platforms ran before
+    assert {"component": "MIOpen", "before": "3.2.0", "after": "3.3.0"} in rocm["stack_changes"]
+    assert "MIOpen 3.2.0 -> 3.3.0" in finding["why"]
+    assert "only" in finding["why"]
+    main(["history", "platforms", "--history", f"sqlite:{db}", "--commit", _commit(4)])
+    table = capsys.readouterr().out
+    assert "performance_baseline.latency_ms [stable, model" in table
+    assert ": platform\n" in table
+
+
+def test_a_move_on_both_platforms_is_the_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = _store(tmp_path, rocm_after=1.08, cuda_after=1.07)
+    _, out = _json(capsys, "--history", f"sqlite:{db}", "--commit", _commit(4))
+    [finding] = out["findings"]
+    assert finding["call"] == "code"
+    assert "moved up on every platform" in finding["why"]
+
+
+def test_a_move_on_rocm_only_with_the_same_stack_is_a_path_only_rocm_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _store(tmp_path, rocm_after=1.08, cuda_after=1.0)
+    _, out = _json(capsys, "--history", f"sqlite:{db}", "--commit", _commit(4))
+    [finding] = out["findings"]
+    assert finding["call"] == "platform"
+    assert "did not change, so the commits changed a path only it takes" in finding["why"]
+
+
+def test_opposite_moves_are_mixed_and_nothing_moved_is_no_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _store(tmp_path, rocm_after=1.08, cuda_after=0.92)
+    _, out = _json(capsys, "--history", f"sqlite:{db}", "--commit", _commit(4))
+    assert out["findings"][0]["call"] == "mixed"
+    db2 = _store(tmp_path, name="quiet.db", rocm_after=1.0, cuda_after=1.0)
+    _, out = _json(capsys, "--history", f"sqlite:{db2}", "--commit", _commit(4))
+    assert [f["call"] for f in out["findings"]] == ["no change"]
+    main(["history", "platforms", "--history", f"sqlite:{db2}", "--commit", _commit(4)])
+    assert capsys.readouterr().out.startswith(
+        f"commit {_commit(4)[:12]}: 0 metric(s) moved on a platform, 1 equivalent"
+    )
+
+
+def test_an_explicit_base_and_a_platform_without_a_run_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _store(tmp_path, rocm_after=1.08, cuda_after=1.0)
+    store = SqliteStore(db)
+    rng = np.random.default_rng(1)
+    _record(store, 5, env(**ROCM, extra={"miopen_version": "3.2.0"}), 10.8, rng)  # commit 5 on ROCm only
+    _, out = _json(capsys, "--history", f"sqlite:{db}", "--commit", _commit(5), "--base", _commit(2))
+    [finding] = out["findings"]
+    assert finding["call"] == "one platform"
+    assert finding["platforms"][0]["base_run"]["commit"] == _commit(2)
+    assert "nothing to compare with" in finding["why"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--commit", "abc"], "--commit: 'abc' is not a commit"),
+        (["--commit", "deadbeef00"], "--commit: no readable run at commit deadbeef00 is recorded in sqlite:"),
+        (["--commit", "4444444"], "--commit: 4444444 names 2 recorded commits"),
+        (["--commit", _commit(4), "--base", _commit(4)[:12]], "--base: " + _commit(4)[:12] + " is the same commit"),
+        (["--commit", _commit(4), "--min-effect", "2"], "--min-effect: 2 is not a fraction"),
+    ],
+)
+def test_bad_commits_are_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    db = _store(tmp_path, rocm_after=1.0, cuda_after=1.0)
+    store, rng = SqliteStore(db), np.random.default_rng(0)
+    info = RunInfo("main", "4444444" + "f" * 33, "9", "pass", "2026-11-09T00:00:00+00:00")
+    store.save(_perf(10.0, rng, env(**ROCM)), info)  # a second commit that starts like commit 4
+    assert main(["history", "platforms", "--history", f"sqlite:{db}", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_a_hostile_image_name_is_escaped_in_markdown_and_on_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "h.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(2)
+    for n, image in ((1, "rocm:6.2"), (2, "x\x1b[2J| [click](https://evil.invalid) @all\n/close")):
+        info = RunInfo("main", _commit(n), str(n), "pass", f"2026-11-0{n}T00:00:00+00:00", stack={"image": image})
+        store.save(_perf(10.0 * (1.1 if n == 2 else 1.0), rng, env(**ROCM)), info)
+        store.save(_perf(8.0, rng, env(**CUDA)), info)
+    main(["history", "platforms", "--history", f"sqlite:{db}", "--commit", _commit(2), "--format", "md"])
+    md = capsys.readouterr().out
+    assert "[click](" not in md
+    assert "\x1b" not in md
+    assert "\n/close" not in md
+    # the header, its rule and one row: the image's newline added no line, its "|" no cell
+    assert [line.count(" | ") for line in md.splitlines() if line.startswith("|")] == [3, 3, 3]
+    main(["history", "platforms", "--history", f"sqlite:{db}", "--commit", _commit(2)])
+    assert "\x1b" not in capsys.readouterr().out
+
+
+def test_level_shift_is_welchs_test_two_sided_and_equivalence_needs_both_sides() -> None:
+    rng = np.random.default_rng(11)
+    a, b = np.log(rng.lognormal(0, 0.02, 10)), np.log(rng.lognormal(0.01, 0.03, 8))
+    s = level_shift((a.mean(), a.var(ddof=1) / 10, 10), (b.mean(), b.var(ddof=1) / 8, 8), min_effect=0.5)
+    assert math.isclose(s.p_value, sps.ttest_ind(b, a, equal_var=False).pvalue, rel_tol=1e-9)
+    assert s.ci[0] < s.ratio < s.ci[1]
+    # a large move in either direction is never "equivalent" (a one-sided "not worse" would call the drop so)
+    up = level_shift((0.0, 1e-6, 10), (0.1, 1e-6, 10))
+    down = level_shift((0.0, 1e-6, 10), (-0.1, 1e-6, 10))
+    assert (up.direction, down.direction) == ("up", "down")
+    # inside the margin on both sides: equivalent; a wide interval: inconclusive; one process: inconclusive
+    assert level_shift((0.0, 1e-6, 10), (0.001, 1e-6, 10)).direction == "equivalent"
+    assert level_shift((0.0, 1e-3, 10), (0.001, 1e-3, 10)).direction == "inconclusive"
+    assert level_shift((0.0, 0.0, 1), (0.5, 0.0, 1)).direction == "inconclusive"
+    # a drop not significant at 1% whose interval reaches below the margin: not "equivalent" (only "not worse")
+    assert level_shift((0.0, 2e-4, 10), (-0.05, 2e-4, 10)).direction == "inconclusive"
