@@ -31,7 +31,7 @@ from gatekeeper.history.points import metric_columns
 from gatekeeper.history.sql_schema import SeriesRow
 from gatekeeper.stats.shift import Shift, level_shift
 
-__all__ = ["Finding", "PlatformMove", "Triage", "platform_triage"]
+__all__ = ["Finding", "PlatformMove", "Triage", "platform_triage", "platforms_of", "series_key"]
 
 Call = Literal["code", "platform", "mixed", "inconclusive", "one platform", "no change"]
 _CONFIG_KEYS = ("model", "batch_size", "input_shape", "sweep")
@@ -126,7 +126,7 @@ def platform_triage(
         raise InputError(None, "--base", f"{base} is the same commit as --commit", "give an earlier commit")
     groups: dict[tuple[Any, ...], list[SeriesRow]] = {}
     for row in rows:
-        groups.setdefault(_series_key(row), []).append(row)
+        groups.setdefault(series_key(row), []).append(row)
     findings: list[Finding] = []
     unmatched: list[str] = []
     for series in groups.values():
@@ -238,7 +238,13 @@ def _platform(row: SeriesRow) -> str:
     return f"{row.device_kind or 'unknown'} {row.arch or 'unknown'}"
 
 
-def _series_key(row: SeriesRow) -> tuple[Any, ...]:
+def platforms_of(rows: Iterable[SeriesRow]) -> set[str]:
+    """The platforms ``rows`` ran on (``rocm gfx942``, ``cuda sm_90``)."""
+    return {_platform(r) for r in rows}
+
+
+def series_key(row: SeriesRow) -> tuple[Any, ...]:
+    """What makes runs on different platforms the same series: stage, channel, model configuration, project."""
     config = tuple(json.dumps(row.config.get(k), sort_keys=True, default=str) for k in _CONFIG_KEYS)
     return (row.stage, row.channel, config, row.stack.get("project"))
 

@@ -34,12 +34,36 @@ def changes_report(
         _check_date(since)
     rows = store.series(channel=channel, since=since, summaries=True)
     changes = find_changes(rows, metric=metric, marks=store.anchors())
-    docs = [c.to_dict() for c in changes]
+    groups = _by_series(rows) if changes else {}
+    docs = [c.to_dict() | {"platforms": _elsewhere(c, groups)} for c in changes]
     if fmt == "json":
         return json.dumps({"runs": len(rows), "changes": docs}, indent=1) + "\n"
     if fmt == "md":
         return _markdown(docs, len(rows))
     return _table(docs, len(rows))
+
+
+def _by_series(rows: Sequence[Any]) -> dict[Any, list[Any]]:
+    """The rows of each series across platforms, with more than one platform (``history platforms``)."""
+    from gatekeeper.history.platforms import platforms_of, series_key
+
+    groups: dict[Any, list[Any]] = {}
+    for row in rows:
+        groups.setdefault(series_key(row), []).append(row)
+    return {k: v for k, v in groups.items() if len(platforms_of(v)) > 1}
+
+
+def _elsewhere(change: Any, groups: dict[Any, list[Any]]) -> dict[str, Any] | None:
+    """How the change's metric moved on every platform between the same two commits (``history
+    platforms``), when its series ran on more than one platform and both commits are known; else None."""
+    from gatekeeper.history.platforms import platform_triage, series_key
+
+    before, first = change.before, change.first
+    series = groups.get(series_key(first))
+    if not series or not before.commit or not first.commit or before.commit == first.commit:
+        return None
+    triage = platform_triage(series, commit=first.commit, base=before.commit, metric=f"{change.stage}.{change.metric}")
+    return triage.findings[0].to_dict() if triage.findings else None
 
 
 def _check_date(text: str) -> None:
@@ -90,6 +114,11 @@ def _table(docs: Sequence[dict[str, Any]], runs: int) -> str:
             f"  first run after: {_first(d)}",
             f"  stack changed: {_stack(d)}",
             *_span(d),
+            *(
+                [f"  on every platform at these commits: {d['platforms']['call']}: {d['platforms']['why']}"]
+                if d["platforms"]
+                else []
+            ),
         ]
     return terminal("\n".join(lines)) + "\n"
 

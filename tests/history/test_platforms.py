@@ -200,3 +200,39 @@ def test_level_shift_is_welchs_test_two_sided_and_equivalence_needs_both_sides()
     assert level_shift((0.0, 0.0, 1), (0.5, 0.0, 1)).direction == "inconclusive"
     # a drop not significant at 1% whose interval reaches below the margin: not "equivalent" (only "not worse")
     assert level_shift((0.0, 2e-4, 10), (-0.05, 2e-4, 10)).direction == "inconclusive"
+
+
+def test_history_changes_says_for_a_change_on_rocm_that_cuda_did_not_move(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 5% step on ROCm at night 7 with a new MIOpen, CUDA flat over the same commits: the change point
+    says it is the platform's, and names MIOpen (the loop from "when" to "whose")."""
+    db = tmp_path / "h.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(5)
+    for n in range(1, 13):
+        miopen = "3.3.0" if n >= 7 else "3.2.0"
+        _record(store, n, env(**ROCM, extra={"miopen_version": miopen}), 10.0 * (1.05 if n >= 7 else 1.0), rng)
+        _record(store, n, env(**CUDA), 8.0, rng)
+    main(["history", "changes", "--history", f"sqlite:{db}", "--format", "json"])
+    [change] = json.loads(capsys.readouterr().out)["changes"]
+    assert (change["device_kind"], change["index"]) == ("rocm", 6)
+    assert change["platforms"]["call"] == "platform"
+    assert "MIOpen 3.2.0 -> 3.3.0" in change["platforms"]["why"]
+    main(["history", "changes", "--history", f"sqlite:{db}"])
+    table = capsys.readouterr().out
+    assert "\n  on every platform at these commits: platform: moved on rocm gfx942 +" in table
+    assert "only, equivalent on cuda sm_90: its stack changed between the two runs (rocm gfx942: MIOpen" in table
+
+
+def test_history_changes_on_one_platform_has_no_cross_platform_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "h.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(5)
+    for n in range(1, 13):
+        _record(store, n, env(**ROCM), 10.0 * (1.05 if n >= 7 else 1.0), rng)
+    main(["history", "changes", "--history", f"sqlite:{db}", "--format", "json"])
+    [change] = json.loads(capsys.readouterr().out)["changes"]
+    assert change["platforms"] is None
