@@ -122,7 +122,19 @@ def _history(
     newest = changes[-1].to_dict()
     if newest["first_run"]["run_id"] == -1:
         newest["first_run"] = {"run_id": "this run"}
+    else:
+        newest["platforms"] = _elsewhere(store, changes[-1], f"{stage}.{name}")
     out.history_changes[metric] = newest
+
+
+def _elsewhere(store: Any, change: Any, metric: str) -> dict[str, Any] | None:
+    """The change judged on every platform of its series (``gatekeeper history platforms``), or None."""
+    from gatekeeper.history.platforms import across_platforms
+
+    first = change.first
+    rows = store.series(stage=first.stage, channel=first.channel, newest=_SCAN)
+    found = across_platforms(rows, change.before, first, metric)
+    return found.to_dict() if found else None
 
 
 def _same(key: tuple[Any, ...], current: tuple[Any, ...], branch: str | None) -> bool:

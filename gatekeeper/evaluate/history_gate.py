@@ -58,6 +58,9 @@ def history_gate(
         f"{gate.metric} changed {size} at run {change['index'] + 1} of the last {runs} ({where}); "
         f"stack changed: {moved}"
     )
+    elsewhere = change.get("platforms")
+    if elsewhere:
+        text += f"; on every platform at these commits: {elsewhere['call']}: {elsewhere['why']}"
     base = {**base, "value": after, "baseline_value": before, "change": change["change"]}
     if gate.pass_rule.holds(after, before):
         return GateResult(outcome=Outcome.PASS, reason=f"{text}; within {gate.pass_rule.text}", **base)

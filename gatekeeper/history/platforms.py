@@ -31,7 +31,7 @@ from gatekeeper.history.points import metric_columns
 from gatekeeper.history.sql_schema import SeriesRow
 from gatekeeper.stats.shift import Shift, level_shift
 
-__all__ = ["Finding", "PlatformMove", "Triage", "platform_triage", "platforms_of", "series_key"]
+__all__ = ["Finding", "PlatformMove", "Triage", "across_platforms", "platform_triage", "platforms_of", "series_key"]
 
 Call = Literal["code", "platform", "mixed", "inconclusive", "one platform", "no change"]
 _CONFIG_KEYS = ("model", "batch_size", "input_shape", "sweep")
@@ -142,6 +142,22 @@ def platform_triage(
         bases = _newest_by_platform(r for r in series if r.commit == chosen)
         findings += _judge(series[0], heads, bases, metric, alpha=alpha, min_effect=min_effect)
     return Triage(head, tuple(sorted(findings, key=lambda f: (f.stage, f.metric))), tuple(unmatched))
+
+
+def across_platforms(rows: Sequence[SeriesRow], before: SeriesRow, first: SeriesRow, metric: str) -> Finding | None:
+    """How ``metric`` moved between the runs ``before`` and ``first`` (a change point's neighbours) on every
+    platform of their series in ``rows``; None when it ran on one platform only or a commit is not known."""
+    if not before.commit or not first.commit or before.commit == first.commit:
+        return None
+    key = series_key(first)
+    series = [r for r in rows if series_key(r) == key]
+    if len(platforms_of(series)) < 2:
+        return None
+    try:
+        triage = platform_triage(series, commit=first.commit, base=before.commit, metric=metric)
+    except InputError:  # a commit no readable record holds: nothing to add
+        return None
+    return triage.findings[0] if triage.findings else None
 
 
 def _judge(

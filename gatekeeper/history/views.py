@@ -54,16 +54,12 @@ def _by_series(rows: Sequence[Any]) -> dict[Any, list[Any]]:
 
 
 def _elsewhere(change: Any, groups: dict[Any, list[Any]]) -> dict[str, Any] | None:
-    """How the change's metric moved on every platform between the same two commits (``history
-    platforms``), when its series ran on more than one platform and both commits are known; else None."""
-    from gatekeeper.history.platforms import platform_triage, series_key
+    """The change judged on every platform of its series (``gatekeeper history platforms``), or None."""
+    from gatekeeper.history.platforms import across_platforms, series_key
 
-    before, first = change.before, change.first
-    series = groups.get(series_key(first))
-    if not series or not before.commit or not first.commit or before.commit == first.commit:
-        return None
-    triage = platform_triage(series, commit=first.commit, base=before.commit, metric=f"{change.stage}.{change.metric}")
-    return triage.findings[0].to_dict() if triage.findings else None
+    rows = groups.get(series_key(change.first))
+    found = across_platforms(rows, change.before, change.first, f"{change.stage}.{change.metric}") if rows else None
+    return found.to_dict() if found else None
 
 
 def _check_date(text: str) -> None:

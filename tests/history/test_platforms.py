@@ -236,3 +236,33 @@ def test_history_changes_on_one_platform_has_no_cross_platform_line(
     main(["history", "changes", "--history", f"sqlite:{db}", "--format", "json"])
     [change] = json.loads(capsys.readouterr().out)["changes"]
     assert change["platforms"] is None
+
+
+def test_the_history_change_gate_says_whose_change_it_is(tmp_path: Path) -> None:
+    """evaluate's history-change gate on a ROCm run after that step: its reason (the MR note, Slack, the
+    verdict) says CUDA did not move between the same commits, and names MIOpen."""
+    from gatekeeper.contract.stage_report import write_stage
+    from gatekeeper.evaluate.gates import default_gates_path
+    from gatekeeper.evaluate.run import run_evaluate
+
+    db = tmp_path / "h.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(5)
+    for n in range(1, 11):
+        miopen = "3.3.0" if n >= 7 else "3.2.0"
+        _record(store, n, env(**ROCM, extra={"miopen_version": miopen}), 10.0 * (1.05 if n >= 7 else 1.0), rng)
+        _record(store, n, env(**CUDA), 8.0, rng)
+    artifacts = tmp_path / "night-11"
+    write_stage(_perf(10.5, rng, env(**ROCM, extra={"miopen_version": "3.3.0"})), artifacts)
+    verdict = run_evaluate(
+        artifacts=artifacts, gates_path=default_gates_path(cwd=Path("/nonexistent-dir")), out=artifacts,
+        baseline=f"sqlite:{db}",
+        environ={"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_REF_NAME": "main", "CI_DEFAULT_BRANCH": "main"},
+        not_selected=frozenset({"verify_hip", "functional_test", "compatibility_check"}),
+    )  # fmt: skip
+    gate = next(g for g in verdict.gates if g.name == "history-change")
+    assert gate.outcome.value == "fail"
+    assert "at run 7 of the last 11" in gate.reason
+    assert "; on every platform at these commits: platform: moved on rocm gfx942 +" in gate.reason
+    assert "equivalent on cuda sm_90" in gate.reason
+    assert "MIOpen 3.2.0 -> 3.3.0" in gate.reason
