@@ -29,7 +29,7 @@ from gatekeeper.core.errors import InputError
 from gatekeeper.history.changes import stack_diff
 from gatekeeper.history.points import metric_columns
 from gatekeeper.history.sql_schema import SeriesRow
-from gatekeeper.stats.shift import Shift, level_shift
+from gatekeeper.stats.shift import Shift, level_shift, shift_difference
 
 __all__ = ["Finding", "PlatformMove", "Triage", "across_platforms", "platform_triage", "platforms_of", "series_key"]
 
@@ -194,42 +194,50 @@ def _judge(
             )
             moves.append(PlatformMove(platform, b, h, shift, stack_diff(b, h)))
         if moves:
-            call, why = _call(moves, missing)
+            call, why = _call(moves, missing, alpha)
             out.append(Finding(first.stage, name, first.channel, first.model, call, why, tuple(moves), tuple(missing)))
     return out
 
 
-def _call(moves: Sequence[PlatformMove], missing: Sequence[str]) -> tuple[Call, str]:
+def _call(moves: Sequence[PlatformMove], missing: Sequence[str], alpha: float) -> tuple[Call, str]:
     moved = [m for m in moves if m.shift.direction in ("up", "down")]
-    same = [m for m in moves if m.shift.direction == "equivalent"]
-    unsure = [m for m in moves if m.shift.direction == "inconclusive"]
+    still = [m for m in moves if m not in moved]  # equivalent, or too noisy to tell alone
     others = f"; no run to compare on {', '.join(missing)}" if missing else ""
     if len(moves) == 1:
         only = moves[0]
         return "one platform", f"only {only.platform} ran both commits ({_size(only)}): nothing to compare with{others}"
     if not moved:
+        unsure = [m for m in moves if m.shift.direction == "inconclusive"]
         if unsure:
             return "inconclusive", f"too noisy to tell on {_names(unsure)}{others}"
-        return "no change", f"equivalent on {_names(same)}{others}"
+        return "no change", f"equivalent on {_names(moves)}{others}"
     if len({m.shift.direction for m in moved}) > 1:
         return "mixed", "; ".join(f"{m.shift.direction} on {m.platform} ({_size(m)})" for m in moved) + others
-    if not same and not unsure:
-        where = ", ".join(f"{m.platform} {_size(m)}" for m in moved)
+    where = ", ".join(f"{m.platform} {_size(m)}" for m in moved)
+    if not still:
         return (
             "code",
             f"moved {moved[0].shift.direction} on every platform ({where}): the change is in the commits{others}",
         )
-    if not same:
-        return "inconclusive", f"moved on {_names(moved)}; too noisy to tell on {_names(unsure)}{others}"
+    # the others did not move significantly; they tell only if each moved significantly less than each that did
+    apart = all(shift_difference(m.shift, s.shift) < alpha for m in moved for s in still)
+    if not apart:
+        return "inconclusive", (
+            f"moved on {where}; on {_sizes(still)} neither significantly nor significantly less{others}"
+        )
     stacks = [f"{m.platform}: {_stack(m)}" for m in moved if m.stack]
     cause = (
         f"its stack changed between the two runs ({'; '.join(stacks)})"
         if stacks
         else "the stack there did not change, so the commits changed a path only it takes"
     )
-    where = ", ".join(f"{m.platform} {_size(m)}" for m in moved)
-    tail = f"; too noisy to tell on {_names(unsure)}" if unsure else ""
-    return "platform", f"moved on {where} only, equivalent on {_names(same)}: {cause}{tail}{others}"
+    equivalent = all(s.shift.direction == "equivalent" for s in still)
+    contrast = "equivalent" if equivalent else "significantly less"
+    return "platform", f"moved on {where} only, {contrast} on {_sizes(still)}: {cause}{others}"
+
+
+def _sizes(moves: Sequence[PlatformMove]) -> str:
+    return ", ".join(f"{m.platform} {_size(m)}" for m in moves)
 
 
 def _size(m: PlatformMove) -> str:

@@ -21,7 +21,7 @@ from typing import Literal
 
 from scipy.special import stdtr, stdtrit  # not scipy.stats: history changes reaches here, 1.6 s to import
 
-__all__ = ["Shift", "level_shift"]
+__all__ = ["Shift", "level_shift", "shift_difference"]
 
 Direction = Literal["up", "down", "equivalent", "inconclusive"]
 
@@ -37,10 +37,25 @@ class Shift:
     ci: tuple[float, float]
     p_value: float
     reason: str
+    se: float = math.inf  # of the log of ``ratio`` (inf: not judged)
+    df: float = 0.0  # Welch's degrees of freedom (inf: exact)
 
     @property
     def change(self) -> float:
         return self.ratio - 1.0
+
+
+def shift_difference(a: Shift, b: Shift) -> float:
+    """The two-sided p-value that ``a`` and ``b`` moved by the same ratio (their log changes differ by chance):
+    Welch's test on the difference of two independent changes, with the smaller of their degrees of
+    freedom (conservative). 1.0 when either was not judged."""
+    if not (math.isfinite(a.se) and math.isfinite(b.se)):
+        return 1.0
+    d = math.log(a.ratio) - math.log(b.ratio)
+    se = math.sqrt(a.se**2 + b.se**2)
+    if se == 0.0:
+        return 0.0 if d else 1.0
+    return float(2 * stdtr(min(a.df, b.df), -abs(d) / se))
 
 
 def level_shift(
@@ -62,8 +77,9 @@ def level_shift(
     se = math.sqrt(vb + va)
     if se == 0.0:  # every process gave the same median on both sides: exact
         direction: Direction = "equivalent" if abs(d) <= margin else "up" if d > 0 else "down"
+        p0 = 0.0 if d else 1.0
         return Shift(
-            direction, ratio, (ratio, ratio), 0.0 if d else 1.0, _reason(direction, (ratio, ratio), min_effect)
+            direction, ratio, (ratio, ratio), p0, _reason(direction, (ratio, ratio), min_effect), 0.0, math.inf
         )
     df = (vb + va) ** 2 / (vb**2 / (nb - 1) + va**2 / (na - 1))
     t = d / se
@@ -76,7 +92,7 @@ def level_shift(
         direction = "equivalent"
     else:
         direction = "inconclusive"
-    return Shift(direction, ratio, ci, p, _reason(direction, ci, min_effect))
+    return Shift(direction, ratio, ci, p, _reason(direction, ci, min_effect), se, df)
 
 
 def _reason(direction: Direction, ci: tuple[float, float], min_effect: float) -> str:
