@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from gatekeeper.core.exitcodes import ExitCode
@@ -19,13 +20,17 @@ __all__ = ["add_parser"]
 def _changes(args: argparse.Namespace) -> int:
     from gatekeeper.history.views import changes_report
 
-    print(
-        changes_report(
-            history=args.history, metric=args.metric, channel=args.channel, since=args.since, fmt=args.format
-        ),
-        end="",
+    text, skipped = changes_report(
+        history=args.history, metric=args.metric, channel=args.channel, since=args.since, fmt=args.format
     )
+    _warn(skipped)
+    print(text, end="")
     return ExitCode.PASS
+
+
+def _warn(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(f"gatekeeper: warning: {line}", file=sys.stderr)
 
 
 def _platforms(args: argparse.Namespace) -> int:
@@ -40,8 +45,7 @@ def _platforms(args: argparse.Namespace) -> int:
         min_effect=args.min_effect,
         fmt=args.format,
     )
-    for line in skipped:
-        print(f"gatekeeper: warning: {line}", file=sys.stderr)
+    _warn(skipped)
     print(text, end="")
     return ExitCode.PASS
 
@@ -60,8 +64,7 @@ def _export(args: argparse.Namespace) -> int:
     from gatekeeper.history.transfer import export_records, store_name
 
     done = export_records(args.history, args.out)
-    for line in done.skipped:
-        print(f"gatekeeper: warning: {line}", file=sys.stderr)
+    _warn(done.skipped)
     what = f"{done.records} records and {done.anchors} anchors of {store_name(args.history)}"
     print(f"gatekeeper: wrote {what} to {args.out}")
     return ExitCode.PASS
@@ -71,8 +74,7 @@ def _import(args: argparse.Namespace) -> int:
     from gatekeeper.history.transfer import import_records, store_name
 
     done = import_records(args.source, args.into)
-    for line in done.skipped:
-        print(f"gatekeeper: warning: {line}", file=sys.stderr)
+    _warn(done.skipped)
     print(f"gatekeeper: imported {done.records} records and {done.anchors} anchors into {store_name(args.into)}")
     return ExitCode.PASS
 

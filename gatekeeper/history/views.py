@@ -26,21 +26,23 @@ def _sql_store(spec: str, *, create: bool = False) -> SqlStore:
 
 def changes_report(
     *, history: str, metric: str | None = None, channel: str | None = None, since: str | None = None, fmt: str = "table"
-) -> str:
+) -> tuple[str, list[str]]:
+    """The change points of every series, and the records that could not be read (for warnings)."""
     from gatekeeper.history.changes import find_changes
 
     store = _sql_store(history)
     if since:
         _check_date(since)
     rows = store.series(channel=channel, since=since, summaries=True)
+    skipped = list(store.skipped)
     changes = find_changes(rows, metric=metric, marks=store.anchors())
     groups = _by_series(rows) if changes else {}
     docs = [c.to_dict() | {"platforms": _elsewhere(c, groups)} for c in changes]
     if fmt == "json":
-        return json.dumps({"runs": len(rows), "changes": docs}, indent=1) + "\n"
+        return json.dumps({"runs": len(rows), "changes": docs}, indent=1) + "\n", skipped
     if fmt == "md":
-        return _markdown(docs, len(rows))
-    return _table(docs, len(rows))
+        return _markdown(docs, len(rows)), skipped
+    return _table(docs, len(rows)), skipped
 
 
 def _by_series(rows: Sequence[Any]) -> dict[Any, list[Any]]:

@@ -158,3 +158,22 @@ def test_a_change_that_may_lie_at_a_neighbouring_run_names_the_stack_changes_the
     table = capsys.readouterr().out
     assert f"may lie at runs {lo + 1}-{hi + 1}" in table
     assert "image registry.example.invalid/rocm:6.2 -> registry.example.invalid/rocm:6.2-b at run 12" in table
+
+
+def test_records_that_cannot_be_read_are_named_not_silently_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store whose rows do not read (here their medians and report are damaged) is not "no change point
+    in 0 recorded runs" alone: each record left out is a warning naming it."""
+    import sqlite3
+
+    db = _store(tmp_path, nights=7)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE results SET points = 'not json', report = '{}' WHERE id = 3")
+        conn.execute("DELETE FROM results_series WHERE result_id = 3")
+    assert main(["history", "changes", "--history", f"sqlite:{db}"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "no change point in 6 recorded runs\n"
+    [warning] = err.splitlines()
+    assert warning.startswith("gatekeeper: warning: ")
+    assert "run sqlite:3" in warning
