@@ -23,7 +23,9 @@ from gatekeeper.history.points import MetricColumn, metric_columns
 from gatekeeper.history.sql_schema import AnchorMark, SeriesRow
 from gatekeeper.stats.changepoint import ALPHA, ChangePoint, level_changes
 
-__all__ = ["STACK", "Change", "find_changes", "group_key", "series_changes", "stack_diff", "stack_of"]
+__all__ = [
+    "STACK", "Change", "bisect_commands", "find_changes", "group_key", "series_changes", "stack_diff", "stack_of",
+]  # fmt: skip
 
 # (label, where it is read): "env:" the stage report's environment, "extra:" its extra facts,
 # "stack:" what the recording job added, "config" the run's configuration
@@ -59,6 +61,9 @@ class Change:
     # where the change may also lie (its span, when wider than one run): the stack changes at those runs,
     # as (index of the first run after, component, before, after)
     nearby: tuple[tuple[int, str, str | None, str | None], ...] = ()
+    # the last run before the span and the first after it: the good and bad ends a bisection starts from
+    good: SeriesRow | None = None
+    bad: SeriesRow | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,7 +85,34 @@ class Change:
             "stack_changes_in_span": [
                 {"index": i, "component": c, "before": a, "after": b} for i, c, a, b in self.nearby
             ],
+            "bisect": bisect_commands(self),
         }
+
+
+def bisect_commands(change: Change) -> list[str]:
+    """The bisections that start from a change's two ends (the last run before its span, the first after):
+    between their commits (``--provider git``) when they differ, and between their images (``--provider
+    image``) when only the tag differs; each judged by the change's stage and metric. Shell-quoted: the
+    commits and tags are recorded input."""
+    import shlex
+
+    good, bad = change.good or change.before, change.bad or change.first
+    judge = ["--stage", change.stage, "--metric", change.metric.split("[", 1)[0], "--out", "bisect"]
+    out = []
+    if good.commit and bad.commit and good.commit != bad.commit:
+        out.append(["--provider", "git", "--good", good.commit, "--bad", bad.commit, *judge])
+    old, new = (_image(r.stack.get("image")) for r in (good, bad))
+    if old and new and old[0] == new[0] and old[1] != new[1]:
+        out.append(["--provider", "image", "--image", old[0], "--good", old[1], "--bad", new[1], *judge])
+    return [shlex.join(["gatekeeper", "bisect", *argv]) for argv in out]
+
+
+def _image(ref: Any) -> tuple[str, str] | None:
+    """(repository, tag) of an image reference; None without a tag (or by digest)."""
+    if not isinstance(ref, str) or "@" in ref:
+        return None
+    repo, sep, tag = ref.rpartition(":")
+    return (repo, tag) if sep and repo and tag and "/" not in tag else None
 
 
 def _run(row: SeriesRow) -> dict[str, Any]:
@@ -165,8 +197,11 @@ def _column_changes(
             (i, *diff) for i in range(max(lo, 1), hi + 1) if i != cp.index for diff in stack_diff(have[i - 1], have[i])
         )
         out.append(
-            Change(first.stage, metric, key, cp, before, first, len(have), stack_diff(before, first), confirmed, nearby)
-        )
+            Change(
+                first.stage, metric, key, cp, before, first, len(have), stack_diff(before, first), confirmed, nearby,
+                have[max(lo, 1) - 1], have[hi],
+            )
+        )  # fmt: skip
     return out
 
 

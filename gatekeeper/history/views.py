@@ -117,6 +117,7 @@ def _table(docs: Sequence[dict[str, Any]], runs: int) -> str:
                 if d["platforms"]
                 else []
             ),
+            *[f"  bisect: {command}" for command in d["bisect"]],
         ]
     return terminal("\n".join(lines)) + "\n"
 

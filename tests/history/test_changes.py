@@ -68,6 +68,10 @@ def test_a_step_after_night_six_is_named_at_the_right_run_with_the_stack_differe
     assert {"component": "torch", "before": "2.5.1+rocm6.2", "after": "2.6.0+rocm6.2"} in change["stack_changes"]
     assert [s["component"] for s in change["stack_changes"]] == ["torch"]  # nothing else moved
     assert not change["confirmed"]
+    assert change["bisect"] == [  # the next step: between the commits of the change's two ends
+        f"gatekeeper bisect --provider git --good {6:040x} --bad {7:040x} --stage performance_baseline "
+        "--metric latency_ms --out bisect"
+    ]
     main(["history", "changes", "--history", f"sqlite:{db}", "--format", "md"])
     md = capsys.readouterr().out
     assert "| performance_baseline.latency_ms | +2." in md
@@ -158,6 +162,36 @@ def test_a_change_that_may_lie_at_a_neighbouring_run_names_the_stack_changes_the
     table = capsys.readouterr().out
     assert f"may lie at runs {lo + 1}-{hi + 1}" in table
     assert "image registry.example.invalid/rocm:6.2 -> registry.example.invalid/rocm:6.2-b at run 12" in table
+    # the bisections start from the span's ends: the run before it and the first after it
+    assert change["bisect"] == [
+        f"gatekeeper bisect --provider git --good {lo:040x} --bad {hi + 1:040x} --stage performance_baseline "
+        "--metric latency_ms --out bisect",
+        "gatekeeper bisect --provider image --image registry.example.invalid/rocm --good 6.2 --bad 6.2-b "
+        "--stage performance_baseline --metric latency_ms --out bisect",
+    ]
+    assert f"  bisect: {change['bisect'][1]}" in table
+
+
+def test_a_recorded_commit_or_tag_is_quoted_in_the_bisect_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Commits and image tags are recorded input: the suggested command holds them as single words."""
+    import shlex
+
+    db = tmp_path / "h.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(3)
+    for night in range(1, 13):
+        info = _night(night)
+        commit = f"{night:040x}" if night != 7 else "x; touch pwned $(id)"
+        info = RunInfo(info.ref, commit, info.pipeline_id, info.verdict, info.recorded_at,
+                       stack={"image": "rocm:6.2" if night < 7 else "rocm:6.2;reboot"})  # fmt: skip
+        store.save(_perf(10.0 * (1.05 if night > 6 else 1.0), rng), info)
+    main(["history", "changes", "--history", f"sqlite:{db}", "--format", "json"])
+    [change] = json.loads(capsys.readouterr().out)["changes"]
+    git, image = (shlex.split(c) for c in change["bisect"])
+    assert git[git.index("--bad") + 1] == "x; touch pwned $(id)"
+    assert image[image.index("--bad") + 1] == "6.2;reboot"
 
 
 def test_records_that_cannot_be_read_are_named_not_silently_left_out(
