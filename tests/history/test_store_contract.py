@@ -4,6 +4,7 @@ export and import, and no record lost under concurrent writers."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import struct
@@ -340,6 +341,30 @@ def test_history_changes_reads_each_records_summary_and_finds_what_the_points_gi
     assert fast[0]["change"] == pytest.approx(slow[0]["change"], rel=1e-9)
     assert fast[0]["p_value"] == pytest.approx(slow[0]["p_value"], rel=1e-6)
     assert [c["index"] for c in slow] == [6]
+
+
+def test_history_platforms_judges_one_commit_on_two_platforms_in_every_store(spec: str) -> None:
+    """The same two commits on a ROCm and a CUDA runner, one store: ROCm 10% slower at the second, CUDA not
+    (``gatekeeper history platforms``, read from the records' summaries in each store)."""
+    from gatekeeper.history.views import platforms_report
+
+    store = _open(spec)
+    for n, commit in enumerate(("a" * 40, "b" * 40), 1):
+        info = RunInfo("main", commit, str(n), "pass", f"2026-01-0{n}T00:00:00+00:00")
+        rocm = _report(10.0 * (1.1 if n == 2 else 1.0))
+        store.save(rocm, info)
+        cuda_env = Environment(
+            "2.5.0", "3.11", "runner", "stable", "cuda", cuda_version="12.4", compute_capability="9.0"
+        )
+        store.save(dataclasses.replace(_report(8.0), environment=cuda_env), info)
+    text, skipped = platforms_report(history=spec, commit="bbbbbbb", fmt="json")
+    [finding] = json.loads(text)["findings"]
+    assert skipped == []
+    assert finding["call"] == "platform"
+    assert [(p["platform"], p["direction"]) for p in finding["platforms"]] == [
+        ("cuda sm_90", "equivalent"),
+        ("rocm gfx942", "up"),
+    ]
 
 
 @pytest.mark.parametrize("damage", ["missing", "short", "names", "negative"])
