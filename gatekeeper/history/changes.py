@@ -92,9 +92,9 @@ class Change:
 def bisect_commands(change: Change) -> list[str]:
     """The bisections that start from a change's two ends (the last run before its span, the first after):
     between their commits (``--provider git``) when they differ, and between their images (``--provider
-    image``) when only the tag differs; each judged by the change's stage and metric. Shell-quoted: the
-    commits and tags are recorded input."""
-    import shlex
+    image``) when only the tag differs; each judged by the change's stage and metric. Each word redacted and
+    shell-quoted (``escape.shell_join``): the commits and tags are recorded input."""
+    from gatekeeper.core.escape import shell_join
 
     good, bad = change.good or change.before, change.bad or change.first
     judge = ["--stage", change.stage, "--metric", change.metric.split("[", 1)[0], "--out", "bisect"]
@@ -104,7 +104,7 @@ def bisect_commands(change: Change) -> list[str]:
     old, new = (_image(r.stack.get("image")) for r in (good, bad))
     if old and new and old[0] == new[0] and old[1] != new[1]:
         out.append(["--provider", "image", "--image", old[0], "--good", old[1], "--bad", new[1], *judge])
-    return [shlex.join(["gatekeeper", "bisect", *argv]) for argv in out]
+    return [shell_join(["gatekeeper", "bisect", *argv]) for argv in out]
 
 
 def _image(ref: Any) -> tuple[str, str] | None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import md_text, terminal
+from gatekeeper.core.escape import md_code_block, md_text, terminal
 from gatekeeper.history import open_store
 from gatekeeper.history.sql import SqlStore
 
@@ -140,12 +140,16 @@ def _markdown(docs: Sequence[dict[str, Any]], runs: int) -> str:
     lines = [
         f"**{len(docs)} change point(s)** in {runs} recorded runs",
         "",
-        "| metric | change [95% CI], p | series | first run after | stack changed | confirmed |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| metric | change [95% CI], p | series | first run after | stack changed | other platforms | confirmed |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for d in docs:
-        cells = [f"{d['stage']}.{d['metric']}", _size(d), _series(d), _first(d), _stack(d)]
+        elsewhere = f"{d['platforms']['call']}: {d['platforms']['why']}" if d["platforms"] else "none recorded"
+        cells = [f"{d['stage']}.{d['metric']}", _size(d), _series(d), _first(d), _stack(d), elsewhere]
         lines.append("| " + " | ".join(md_text(c) for c in cells) + f" | {'yes' if d['confirmed'] else 'no'} |")
+    bisect = [c for d in docs for c in d["bisect"]]
+    if bisect:
+        lines += ["", "Next, which change it was:", "", md_code_block(bisect, "sh")]
     return "\n".join(lines) + "\n"
 
 

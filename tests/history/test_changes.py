@@ -76,6 +76,7 @@ def test_a_step_after_night_six_is_named_at_the_right_run_with_the_stack_differe
     md = capsys.readouterr().out
     assert "| performance_baseline.latency_ms | +2." in md
     assert "torch 2.5.1+rocm6.2 -> 2.6.0+rocm6.2" in md
+    assert f"\n```sh\n{change['bisect'][0]}\n```\n" in md  # the next step, as a block to copy
     main(["history", "changes", "--history", f"sqlite:{db}"])
     table = capsys.readouterr().out
     assert "at run 7 of 12" in table
