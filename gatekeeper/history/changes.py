@@ -24,7 +24,8 @@ from gatekeeper.history.sql_schema import AnchorMark, SeriesRow
 from gatekeeper.stats.changepoint import ALPHA, ChangePoint, level_changes
 
 __all__ = [
-    "STACK", "Change", "bisect_commands", "find_changes", "group_key", "series_changes", "stack_diff", "stack_of",
+    "STACK", "Change", "bisect_commands", "config_key", "find_changes", "group_key", "run_fields", "series_changes",
+    "stack_diff", "stack_of",
 ]  # fmt: skip
 
 # (label, where it is read): "env:" the stage report's environment, "extra:" its extra facts,
@@ -77,8 +78,8 @@ class Change:
             "p_value": self.point.p_value,
             "before": self.point.before,
             "after": self.point.after,
-            "first_run": _run(self.first),
-            "last_run_before": _run(self.before),
+            "first_run": run_fields(self.first),
+            "last_run_before": run_fields(self.before),
             "stack_changes": [{"component": c, "before": a, "after": b} for c, a, b in self.stack],
             "confirmed": self.confirmed,
             "span": list(self.point.span or (self.point.index, self.point.index)),
@@ -115,7 +116,8 @@ def _image(ref: Any) -> tuple[str, str] | None:
     return (repo, tag) if sep and repo and tag and "/" not in tag else None
 
 
-def _run(row: SeriesRow) -> dict[str, Any]:
+def run_fields(row: SeriesRow) -> dict[str, Any]:
+    """Where a recorded run came from, as the JSON outputs name it."""
     return {
         "run_id": row.row_id,
         "pipeline_id": row.pipeline_id,
@@ -126,8 +128,12 @@ def _run(row: SeriesRow) -> dict[str, Any]:
 
 
 def group_key(row: SeriesRow) -> tuple[Any, ...]:
-    config = tuple(json.dumps(row.config.get(k), sort_keys=True, default=str) for k in _CONFIG_KEYS)
-    return (row.stage, row.channel, row.device_kind, row.arch, row.ref, config, row.stack.get("project"))
+    return (row.stage, row.channel, row.device_kind, row.arch, row.ref, config_key(row), row.stack.get("project"))
+
+
+def config_key(row: SeriesRow) -> tuple[str, ...]:
+    """The configuration keys that make a different series (model, batch size, input shape, sweep)."""
+    return tuple(json.dumps(row.config.get(k), sort_keys=True, default=str) for k in _CONFIG_KEYS)
 
 
 def stack_of(row: SeriesRow) -> dict[str, str | None]:

@@ -4,9 +4,10 @@ A team that runs one model on ROCm and on CUDA (or on two GPU generations) recor
 When a metric moved between two commits, the other platforms answer whom to call:
 
 * it moved the same way on every platform measured: the change is in the **code** between the commits;
-* it moved on some platforms and stayed equivalent on others: it is those **platforms'**. When their
-  stack changed between the two runs (ROCm, MIOpen, the driver, the image) the stack is named; when it
-  did not, the commits changed a path only those platforms take (a kernel, an op's backend);
+* it moved on some platforms and significantly less on the others (equivalent, where one run a side can
+  show it): it is those **platforms'**. When their stack changed between the two runs (ROCm, MIOpen, the
+  driver, the image) the stack is named; when it did not, the commits changed a path only those platforms
+  take (a kernel, an op's backend);
 * moved opposite ways (**mixed**), or the others too noisy to tell (**inconclusive**), or only one
   platform ran both commits (**one platform**): said as such, never guessed.
 
@@ -20,13 +21,12 @@ ran. Each move is judged by ``gatekeeper.stats.shift.level_shift`` on the runs' 
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.changes import stack_diff
+from gatekeeper.history.changes import config_key, run_fields, stack_diff
 from gatekeeper.history.points import metric_columns
 from gatekeeper.history.sql_schema import SeriesRow
 from gatekeeper.stats.shift import Shift, level_shift, shift_difference
@@ -34,7 +34,6 @@ from gatekeeper.stats.shift import Shift, level_shift, shift_difference
 __all__ = ["Finding", "PlatformMove", "Triage", "across_platforms", "platform_triage", "platforms_of", "series_key"]
 
 Call = Literal["code", "platform", "mixed", "inconclusive", "one platform", "no change"]
-_CONFIG_KEYS = ("model", "batch_size", "input_shape", "sweep")
 _MIN_PREFIX = 7  # the shortest commit prefix git itself prints
 
 
@@ -56,8 +55,8 @@ class PlatformMove:
             "ci": [self.shift.ci[0] - 1.0, self.shift.ci[1] - 1.0],
             "p_value": self.shift.p_value,
             "reason": self.shift.reason,
-            "base_run": _run(self.base),
-            "head_run": _run(self.head),
+            "base_run": run_fields(self.base),
+            "head_run": run_fields(self.head),
             "stack_changes": [{"component": c, "before": a, "after": b} for c, a, b in self.stack],
         }
 
@@ -253,11 +252,6 @@ def _stack(m: PlatformMove) -> str:
     return ", ".join(f"{c} {a or '-'} -> {b or '-'}" for c, a, b in m.stack)
 
 
-def _run(row: SeriesRow) -> dict[str, Any]:
-    return {"run_id": row.row_id, "pipeline_id": row.pipeline_id, "commit": row.commit, "ref": row.ref,
-            "recorded_at": row.recorded_at}  # fmt: skip
-
-
 def _platform(row: SeriesRow) -> str:
     return f"{row.device_kind or 'unknown'} {row.arch or 'unknown'}"
 
@@ -269,8 +263,7 @@ def platforms_of(rows: Iterable[SeriesRow]) -> set[str]:
 
 def series_key(row: SeriesRow) -> tuple[Any, ...]:
     """What makes runs on different platforms the same series: stage, channel, model configuration, project."""
-    config = tuple(json.dumps(row.config.get(k), sort_keys=True, default=str) for k in _CONFIG_KEYS)
-    return (row.stage, row.channel, config, row.stack.get("project"))
+    return (row.stage, row.channel, config_key(row), row.stack.get("project"))
 
 
 def _label(row: SeriesRow) -> str:
