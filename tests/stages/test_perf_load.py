@@ -1,5 +1,5 @@
 """Serving under load: Poisson arrivals, latency from the intended send time, a queue with dynamic
-batching, timeouts and errors; a planted 50 ms stall raises the P99 of its rate above the shipped
+batching, timeouts and errors; a planted stall raises the P99 of its rate above the shipped
 load-p99 gate, and a closed-loop client timing the same server misses it (coordinated omission).
 
 The fake servers take about half a millisecond; the planted stall is 100 times that, so the tests
