@@ -514,3 +514,320 @@ def test_stated_exit_codes(doc, phrase, argv, code, tmp_path, monkeypatch, capsy
             record = ["breaker", "record", "--channel", "nightly", "--job", "functional_test", "--exit-code", "1"]
             assert _exit_code(main, record) == 0
     assert _exit_code(main, argv) == code, capsys.readouterr()
+
+
+# --- What the docs name exists as the code has it (issue: docs that promise what commands don't do) -------------
+#
+# Each test below reads every doc and holds one kind of name to the code: exit codes, environment variables,
+# commands and options, CI inputs and jobs, repository paths, the cache fingerprint. A renamed option, a
+# dropped variable or a moved test makes the doc line that still names it fail here.
+
+ALL_DOCS = {**DOCS, "CONTRIBUTING.md": (REPO / "CONTRIBUTING.md").read_text()}
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_the_exit_code_table_is_every_exit_code() -> None:
+    """README's "Exit codes (every command)" table has a row for every ExitCode and none other; `gatekeeper
+    --help` names each of them too."""
+    from gatekeeper.cli import build_parser
+    from gatekeeper.core.exitcodes import ExitCode
+
+    table = _section(README, "## Exit codes (every command)")
+    rows = re.findall(r"^\| (\d+) \|", table, re.MULTILINE)
+    assert sorted(int(r) for r in rows) == sorted(int(c) for c in ExitCode), rows
+    epilog = " ".join((build_parser().epilog or "").split())
+    for code in ExitCode:
+        assert re.search(rf"\b{int(code)} [a-z]", epilog), f"gatekeeper --help does not name exit code {int(code)}"
+
+
+_VAR = re.compile(r"\bGATEKEEPER_[A-Z0-9_]*[A-Z0-9]\b")
+# Where a variable the docs name may be read or set: the library, the stages, the scripts, the CI files.
+_VAR_READERS = ["gatekeeper", "stages", "scripts", "ci-templates", "docker", ".ci"]
+_VAR_READER_FILES = [".gitlab-ci.yml", "Makefile", "tests/conftest.py"]
+# GATEKEEPER_ names in the library that are no variable a user sets or reads.
+_NOT_A_VARIABLE = {
+    "GATEKEEPER_PERF_RESULT": "a line prefix a timing worker prints on its stdout (stages/perf/timing.py)",
+}
+
+
+def _code_text(folders: list[str], files: list[str]) -> str:
+    texts = [(REPO / f).read_text() for f in files]
+    for folder in folders:
+        texts += [
+            p.read_text(errors="replace")
+            for p in sorted((REPO / folder).rglob("*"))
+            if p.is_file() and p.suffix in ("", ".py", ".sh", ".yml", ".yaml", ".toml") and "__pycache__" not in p.parts
+        ]
+    return "\n".join(texts)
+
+
+def test_every_gatekeeper_variable_the_docs_name_is_read_or_set_by_the_code() -> None:
+    code = set(_VAR.findall(_code_text(_VAR_READERS, _VAR_READER_FILES)))
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for var in _VAR.findall(line):
+                assert var in code, f"{doc}:{n}: {var} is read or set nowhere (gatekeeper/, stages/, CI files)"
+
+
+def test_every_gatekeeper_variable_the_library_reads_or_sets_is_documented() -> None:
+    named = set(_VAR.findall("\n".join(ALL_DOCS.values())))
+    for path in sorted([*(REPO / "gatekeeper").rglob("*.py"), *(REPO / "stages").rglob("*.py")]):
+        for var in set(_VAR.findall(path.read_text())):
+            if var not in _NOT_A_VARIABLE:
+                assert var in named, f"{path.relative_to(REPO)}: {var} is named in no doc (README.md, docs/)"
+    for var in _NOT_A_VARIABLE:
+        assert var not in named, f"{var} is documented: take it out of _NOT_A_VARIABLE"
+
+
+def _parsers() -> dict[tuple[str, ...], object]:
+    """Every gatekeeper (sub)command's parser by its words, and each stage's as ("stage", NAME)."""
+    import argparse
+
+    from gatekeeper.cli import build_parser
+    from stages import STAGES, load_stage
+    from stages._stage import build_parser as stage_parser
+
+    out: dict[tuple[str, ...], object] = {}
+
+    def walk(parser: argparse.ArgumentParser, words: tuple[str, ...]) -> None:
+        out[words] = parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, (*words, name))
+
+    walk(build_parser(), ())
+    for name in STAGES:
+        out[("stage", name)] = stage_parser(load_stage(name))
+    return out
+
+
+def _options(parser: object) -> set[str]:
+    return {o for action in parser._actions for o in action.option_strings}  # type: ignore[attr-defined]
+
+
+def _inline_commands() -> list[tuple[str, int, str]]:
+    """(doc, line, text) of every `gatekeeper ...` code span in prose (fenced blocks are examples, above)."""
+    found = []
+    for doc, text in ALL_DOCS.items():
+        prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.DOTALL)
+        for m in re.finditer(r"`(gatekeeper [^`]+)`", prose):
+            found.append((doc, prose.count("\n", 0, m.start()) + 1, " ".join(m.group(1).split())))
+    return found
+
+
+def _command_problems(command: str) -> list[str]:
+    """What in a `gatekeeper ...` line the parsers do not have: a command, a stage or an option (placeholders
+    such as NAME or <stage> and optional [...] parts aside)."""
+    parsers = _parsers()
+    words = re.sub(r"\[[^\]]*\]", "", command).split()[1:]
+    path: tuple[str, ...] = ()
+    while words and not words[0].startswith("-"):
+        word = words[0]
+        if (*path, word) in parsers:
+            path, words = (*path, word), words[1:]
+            continue
+        if path == ("stage",) and re.fullmatch(r"<\w+>|[A-Z_]+", word):
+            path, words = ("stage", "verify_hip"), words[1:]  # `gatekeeper stage <stage> ...`: the common options
+            continue
+        if re.fullmatch(r"[A-Z_.]+|\.\.\.|…|<[^>]+>|COMMAND", word) or not any(p[: len(path)] == path for p in parsers):
+            break
+        if any(len(p) == len(path) + 1 and p[: len(path)] == path for p in parsers):
+            return [f"no command `gatekeeper {' '.join((*path, word))}`"]
+        break
+    options = _options(parsers[path]) | {"--help"}
+    problems = []
+    for word in words:
+        if word == "--":
+            break  # what follows is another command's
+        option = word.split("=", 1)[0]
+        if re.fullmatch(r"--[a-z][a-z0-9-]*", option) and option not in options:
+            problems.append(f"`gatekeeper {' '.join(path)}` has no option {option}")
+    return problems
+
+
+def test_every_gatekeeper_command_in_the_prose_names_real_commands_and_options() -> None:
+    spans = _inline_commands()
+    assert len(spans) > 80, len(spans)
+    problems = [f"{doc}:{n}: `{cmd}`: {p}" for doc, n, cmd in spans for p in _command_problems(cmd)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_command_check_catches_a_wrong_command_or_option() -> None:
+    assert _command_problems("gatekeeper breaker check --channel nightly --job x") == []
+    assert _command_problems("gatekeeper stage <stage> --device auto --out artifacts/<channel>") == []
+    assert _command_problems("gatekeeper stage performance_baseline --duration 24h") == []
+    assert _command_problems("gatekeeper bisect --stage x -- --processes 5") == []
+    assert _command_problems("gatekeeper breaker check --chanel nightly")
+    assert _command_problems("gatekeeper breaker chek --channel nightly")
+    assert _command_problems("gatekeeper stage functional_test --seeds 2 --no-such-option")
+
+
+def test_every_gatekeeper_command_in_a_yaml_example_parses() -> None:
+    """A `gatekeeper ...` line of a job's `script:` in a docs yaml block (the cuda-golden job of docs/ci.md)."""
+    found = 0
+    for doc, text in ALL_DOCS.items():
+        for lang, start, body in _fenced_blocks(text):
+            if lang != "yaml":
+                continue
+            for job in (yaml.safe_load("\n".join(body)) or {}).values():
+                for line in job.get("script", []) if isinstance(job, dict) else []:
+                    if str(line).startswith("gatekeeper "):
+                        found += 1
+                        try:
+                            _parse_only(str(line))
+                        except SystemExit as err:
+                            pytest.fail(f"{doc}:{start}: `{line}` is refused by its parser (exit {err.code})")
+    assert found >= 1
+
+
+# Options the docs quote of other tools (rocm-smi, pip, gitlab-ci-local, ruff, pytest, git, postgres) and of the
+# repository's own scripts; every other `--option` in the docs is an option of a gatekeeper command or a stage.
+_OTHER_TOOLS_OPTIONS = {
+    "--check", "--durations", "--dist", "--showproductname", "--showtemp", "--showpower", "--showmemuse",
+    "--showmeminfo", "--showuse", "--csv", "--query-gpu", "--verify", "--db-passwd", "--output",
+    "--exclude-editable", "--without-pip", "--python", "--isolated", "--rm", "--no-deps", "--pwprompt", "--owner",
+    "--pre", "--dest", "--no-index", "--tag", "--strict", "--print-path", "--list-json", "--variable",
+    "--force-shell-executor", "--shell-isolation", "--preview", "--planted-only", "--split", "--errors",
+}  # fmt: skip
+
+
+def test_every_option_the_docs_name_exists() -> None:
+    known = set().union(*(_options(p) for p in _parsers().values()))
+    assert not (_OTHER_TOOLS_OPTIONS & known), "a gatekeeper option is listed as another tool's"
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for option in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", line):
+                assert option in known | _OTHER_TOOLS_OPTIONS, f"{doc}:{n}: {option} is no option of any command"
+
+
+# Paths in the docs that are no file of this repository, each with why.
+_NOT_OUR_PATHS = {
+    "tests/gpu_cases.py": "a model repository's own case file (docs/functional_test.md)",
+    "tests/gatekeeper_cases.py": "a model repository's own case file (docs/ci.md)",
+    "docker/podman": "the engines, not a path",
+    "gatekeeper/gates": "the commit status's name",
+}
+_PATH = re.compile(
+    r"(?<![\w./:$@-])((?:tests|scripts|benchmarks|gatekeeper|stages|docker|ci-templates|templates|docs)/[\w./*-]*[\w*])"
+)
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for path in _PATH.findall(line):
+                if path in _NOT_OUR_PATHS:
+                    continue
+                hits = list(REPO.glob(path)) if "*" in path else [REPO / path] if (REPO / path).exists() else []
+                assert hits, f"{doc}:{n}: {path} is not in this repository"
+
+
+def test_every_test_the_docs_name_exists() -> None:
+    tests_text = "\n".join(p.read_text() for p in (REPO / "tests").rglob("*.py"))
+    stems = {p.stem for p in (REPO / "tests").rglob("test_*.py")}
+    quoted_log_lines = {"test_conv2d_float16", "test_x"}  # a test name inside a log line or a sample, not ours
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for name in re.findall(r"\btest_[a-z0-9_]+\b", line):
+                if name in stems or name in quoted_log_lines:
+                    continue
+                assert re.search(rf"def {name}\b", tests_text), f"{doc}:{n}: no test {name}"
+
+
+def test_the_ci_inputs_table_states_each_inputs_type_and_default() -> None:
+    spec, _ = split_component(REPO / "ci-templates" / "gatekeeper.yml")
+    rows = re.findall(
+        r"^\| `([a-z_]+)` \| (\w+) \| ([^|]*) \|", _section(DOCS["docs/ci.md"], "## Inputs"), re.MULTILINE
+    )
+    assert {r[0] for r in rows} == set(spec)
+    for name, kind, default in rows:
+        assert kind == spec[name].get("type", "string"), (name, kind)
+        if name == "version":  # stamped at release: the doc names it by example
+            assert f"`{spec[name]['default']}`" in default, (name, default)
+            continue
+        shown = re.match(r"`([^`]*)`", default)
+        assert shown, (name, default)
+        value = shown.group(1) if spec[name].get("type", "string") == "string" else yaml.safe_load(shown.group(1))
+        if spec[name].get("type", "string") == "string" and value == '""':
+            value = ""
+        assert value == spec[name]["default"], (name, shown.group(1), spec[name]["default"])
+
+
+def _job_bullets() -> list[tuple[str, str]]:
+    """(job, bullet) of each bullet of docs/ci.md's "What each job does" that names one job."""
+    section = _section(DOCS["docs/ci.md"], "## What each job does")
+    out = []
+    for bullet in re.split(r"\n- ", section)[1:]:
+        head = bullet.split(":", 1)[0] if "`gatekeeper:" not in bullet.split("\n", 1)[0] else bullet.split("\n", 1)[0]
+        jobs = re.findall(r"`(gatekeeper:[a-z_-]+)", head)
+        if len(jobs) == 1:
+            out.append((jobs[0], bullet))
+    return out
+
+
+def test_each_job_is_described_once_with_the_templates_when() -> None:
+    """docs/ci.md described gatekeeper:diagnose twice, once as `when: on_failure` (the template's is `always`)."""
+    from tests.test_ci_templates import _load_all
+
+    (body,) = _load_all(split_component(REPO / "ci-templates" / "gatekeeper.yml")[1])
+    bullets = _job_bullets()
+    jobs = [job for job, _ in bullets]
+    assert len(jobs) >= 5, jobs
+    assert len(jobs) == len(set(jobs)), f"a job is described twice: {jobs}"
+    for job, bullet in bullets:
+        head = bullet[: bullet.index("):") + 2] if "):" in bullet else bullet.split("\n", 1)[0]
+        rules = body[job].get("rules", [])
+        whens = {r.get("when", "on_success") for r in rules} | ({body[job]["when"]} if "when" in body[job] else set())
+        for when in re.findall(r"`when: (\w+)`", head):
+            assert when in whens, f"docs/ci.md says {job} runs `when: {when}`; the template's rules: {whens}"
+
+
+def test_the_no_baseline_row_names_the_gates_that_warn() -> None:
+    gates = load_gates(REPO / "gates.yaml").gates
+    compared = [g for g in gates if g.compare]
+    warn = sorted(g.name for g in compared if g.on_missing == "warn")
+    row = next(line for line in DOCS["docs/ci.md"].splitlines() if line.startswith("| none |"))
+    named = sorted(re.findall(r"`([a-z0-9-]+)`", row))
+    assert named == warn, (named, warn)
+    others = {g.on_missing for g in compared if g.on_missing != "warn"}
+    assert others == {"skip"}, others
+    assert "skipped" in row, row
+
+
+def test_the_cache_key_doc_lists_the_fingerprints_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gatekeeper.kernel_cache.key import cache_fingerprint
+
+    fields = set(cache_fingerprint({}))
+    line = next(line for line in DOCS["docs/ci.md"].splitlines() if "gatekeeper cache key --json" in line)
+    listed = {f.strip() for f in line.split("the fingerprint:", 1)[1].split(",")}
+    assert listed == fields, (listed, fields)
+
+
+def test_a_bisected_command_sees_the_variables_docs_release_names(tmp_path, monkeypatch, capsys) -> None:
+    """docs/release.md: the command sees GATEKEEPER_BISECT_CANDIDATE (the commit) and GATEKEEPER_BISECT_OUT."""
+    from gatekeeper import cli
+    from tests.bisect.builders import make_repo
+
+    flat = " ".join(DOCS["docs/release.md"].split())
+    assert "the command sees the candidate in `GATEKEEPER_BISECT_CANDIDATE`" in flat
+    assert "the directory of its round in `GATEKEEPER_BISECT_OUT`" in flat
+    check = (
+        "import os, pathlib, sys\n"
+        "out = pathlib.Path(os.environ['GATEKEEPER_BISECT_OUT'])\n"
+        "(out / 'seen.txt').write_text(os.environ['GATEKEEPER_BISECT_CANDIDATE'])\n"
+        "sys.exit(1 if int(open('n.txt').read()) >= 3 else 0)\n"
+    )
+    repo = make_repo(tmp_path / "r", 4, lambda i: {"n.txt": str(i), "check.py": check})
+    monkeypatch.chdir(tmp_path / "r")
+    out = tmp_path / "bisect"
+    argv = ["bisect", "--provider", "git", "--good", "first", "--bad", "main", "--out", str(out), "--no-bundle"]
+    assert cli.main([*argv, "--", sys.executable, "check.py"]) == 0, capsys.readouterr()
+    seen = {p.read_text() for p in out.rglob("seen.txt")}
+    assert seen, "the command found no GATEKEEPER_BISECT_OUT to write to"
+    assert seen <= {c.hexsha for c in repo.iter_commits()}, seen
