@@ -658,6 +658,18 @@ def test_every_gatekeeper_command_in_the_prose_names_real_commands_and_options()
     assert not problems, "\n".join(problems)
 
 
+def test_every_gatekeeper_example_names_its_options_in_full() -> None:
+    """argparse takes an unambiguous prefix (`--golden-sav` for `--golden-save`): the runs above accept it, a
+    later option with the same prefix would not. Every `gatekeeper ...` example names real options in full."""
+    problems = []
+    for example in EXAMPLES:
+        for command in re.split(r"\s*(?:&&|\|\||;|\|)\s*|\n", example.command):
+            argv = re.sub(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)+", "", command.strip())
+            if argv.startswith("gatekeeper "):
+                problems += [f"{example.id}: {p}" for p in _command_problems(argv.split("#", 1)[0])]
+    assert not problems, "\n".join(problems)
+
+
 def test_the_command_check_catches_a_wrong_command_or_option() -> None:
     assert _command_problems("gatekeeper breaker check --channel nightly --job x") == []
     assert _command_problems("gatekeeper stage <stage> --device auto --out artifacts/<channel>") == []
@@ -666,6 +678,7 @@ def test_the_command_check_catches_a_wrong_command_or_option() -> None:
     assert _command_problems("gatekeeper breaker check --chanel nightly")
     assert _command_problems("gatekeeper breaker chek --channel nightly")
     assert _command_problems("gatekeeper stage functional_test --seeds 2 --no-such-option")
+    assert _command_problems("gatekeeper stage functional_test --golden-sav x")  # a prefix argparse would take
 
 
 def test_every_gatekeeper_command_in_a_yaml_example_parses() -> None:
@@ -679,6 +692,7 @@ def test_every_gatekeeper_command_in_a_yaml_example_parses() -> None:
                 for line in job.get("script", []) if isinstance(job, dict) else []:
                     if str(line).startswith("gatekeeper "):
                         found += 1
+                        assert not _command_problems(str(line)), (doc, start, line, _command_problems(str(line)))
                         try:
                             _parse_only(str(line))
                         except SystemExit as err:
