@@ -845,3 +845,22 @@ def test_a_bisected_command_sees_the_variables_docs_release_names(tmp_path, monk
     seen = {p.read_text() for p in out.rglob("seen.txt")}
     assert seen, "the command found no GATEKEEPER_BISECT_OUT to write to"
     assert seen <= {c.hexsha for c in repo.iter_commits()}, seen
+
+
+def test_the_store_table_and_the_baseline_help_name_every_store() -> None:
+    """README's store table names every store kind; docs/release.md sends readers to `gatekeeper evaluate --help`
+    for them, whose --baseline help named neither file:DIR nor postgresql://."""
+    from gatekeeper.history import STORES
+
+    table = _section(README, "### Baseline and history stores")
+    specs = [s for row in re.findall(r"^\| ([^|]+) \|", table, re.MULTILINE) for s in re.findall(r"`([^`]+)`", row)]
+    for prefix in STORES:
+        if prefix == "postgres":  # the alias of postgresql
+            continue
+        assert any(s.startswith(f"{prefix}:") for s in specs), f"README's store table lacks {prefix}:"
+    assert "the others listed in `gatekeeper evaluate --help`" in " ".join(DOCS["docs/release.md"].split())
+    parsers = _parsers()
+    for words in (("evaluate",), ("pipeline",)):
+        (action,) = [a for a in parsers[words]._actions if "--baseline" in a.option_strings]  # type: ignore[attr-defined]
+        for spec in ("DIR", "file:DIR", "sqlite:PATH", "postgresql://", "gitlab:", "git:BRANCH"):
+            assert spec in action.help, (words, spec, action.help)
