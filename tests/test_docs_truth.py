@@ -864,3 +864,31 @@ def test_the_store_table_and_the_baseline_help_name_every_store() -> None:
         (action,) = [a for a in parsers[words]._actions if "--baseline" in a.option_strings]  # type: ignore[attr-defined]
         for spec in ("DIR", "file:DIR", "sqlite:PATH", "postgresql://", "gitlab:", "git:BRANCH"):
             assert spec in action.help, (words, spec, action.help)
+
+
+def test_the_docs_list_every_failure_category() -> None:
+    """README's list of categories and docs/failure_analysis.md's taxonomy table are the contract's categories."""
+    from gatekeeper.contract.failures import CATEGORIES
+
+    para = " ".join(README[README.index("### `gatekeeper analyze`") :].split("```", 1)[0].split())
+    listed = re.search(r"into (`no_binary_for_gpu`.*?`unknown`)", para)
+    assert listed, "README no longer lists the categories after 'into'"
+    assert re.findall(r"`([a-z_]+)`", listed.group(1)) == list(CATEGORIES)
+    table = _section(DOCS["docs/failure_analysis.md"], "## The taxonomy")
+    rows = re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE)
+    assert rows == list(CATEGORIES), rows
+
+
+def test_the_analyze_byte_bounds_are_the_codes() -> None:
+    """The bounds README and docs/failure_analysis.md state for streaming logs (MiB, not MB)."""
+    from gatekeeper.analyze import classify
+
+    flat_readme = " ".join(README.split())
+    flat_fa = " ".join(DOCS["docs/failure_analysis.md"].split())
+    chunk, line = classify.CHUNK_BYTES >> 20, 4 * classify.CHUNK_BYTES >> 20  # a line is cut at four chunks
+    assert f"one {chunk} MiB chunk at a time, a line without a newline cut every {line} MiB" in flat_readme
+    assert f"in {chunk} MiB chunks" in flat_fa
+    assert f"a line without a newline is cut every {line} MiB" in flat_fa
+    assert f"the tails of all logs together to {classify.MAX_KEPT_BYTES >> 20} MiB" in flat_fa
+    assert f"at most {classify.MAX_INPUT_BYTES >> 30} GiB of log text" in flat_fa
+    assert f"at most {classify.MAX_MATCHED_CHARS >> 20} MiB of candidate lines" in flat_fa
