@@ -892,3 +892,58 @@ def test_the_analyze_byte_bounds_are_the_codes() -> None:
     assert f"the tails of all logs together to {classify.MAX_KEPT_BYTES >> 20} MiB" in flat_fa
     assert f"at most {classify.MAX_INPUT_BYTES >> 30} GiB of log text" in flat_fa
     assert f"at most {classify.MAX_MATCHED_CHARS >> 20} MiB of candidate lines" in flat_fa
+
+
+# The stage docs' option tables: "| option | default | ... |", each row's default(s) against the stage's parser.
+_OPTION_TABLES = {
+    "docs/performance.md": "performance_baseline",
+    "docs/functional_test.md": "functional_test",
+    "docs/compatibility_check.md": "compatibility_check",
+}
+
+
+def _same_default(shown: str, default: object) -> bool:
+    shown = shown.strip().strip("`")
+    words = shown.split(" ", 1)[0]
+    if default is None or default == "":
+        return shown in ("none", "—", "off")
+    if default is False:
+        return shown == "off"
+    if isinstance(default, int | float) and not isinstance(default, bool):
+        try:
+            return float(words) == float(default)
+        except ValueError:
+            return False
+    return shown == str(default)
+
+
+def _option_table_rows(doc: str) -> list[tuple[int, list[str], list[str]]]:
+    rows = []
+    lines = DOCS[doc].splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"^\| option \| default \|", line))
+    for n, line in enumerate(lines[start + 2 :], start + 3):
+        if not line.startswith("| `--"):
+            break
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        options = re.findall(r"`(--[a-z0-9-]+)[^`]*`", cells[0])
+        defaults = re.split(r",\s+", cells[1]) if len(options) > 1 else [cells[1]]
+        rows.append((n, options, defaults))
+    return rows
+
+
+@pytest.mark.parametrize("doc", list(_OPTION_TABLES))
+def test_a_stage_docs_option_table_states_the_parsers_defaults(doc: str) -> None:
+    from stages import load_stage
+    from stages._stage import build_parser as stage_parser
+
+    parser = stage_parser(load_stage(_OPTION_TABLES[doc]))
+    defaults = {o: a.default for a in parser._actions for o in a.option_strings}
+    rows = _option_table_rows(doc)
+    assert len(rows) >= 10, rows
+    for n, options, shown in rows:
+        assert len(options) == len(shown), f"{doc}:{n}: {len(options)} options, {len(shown)} defaults"
+        for option, value in zip(options, shown, strict=True):
+            assert option in defaults, f"{doc}:{n}: {option} is no option of the stage"
+            assert _same_default(value, defaults[option]), (
+                f"{doc}:{n}: {option} default {value!r}, the stage's {defaults[option]!r}"
+            )
