@@ -947,3 +947,17 @@ def test_a_stage_docs_option_table_states_the_parsers_defaults(doc: str) -> None
             assert _same_default(value, defaults[option]), (
                 f"{doc}:{n}: {option} default {value!r}, the stage's {defaults[option]!r}"
             )
+
+
+def test_the_capture_format_table_is_the_snapshots_files_and_commands() -> None:
+    """docs/doctor.md's "Capture format": every file doctor reads, and the command each tool file comes from."""
+    from gatekeeper.machine import snapshot
+
+    table = _section(DOCS["docs/doctor.md"], "### Capture format").split("\n\n")[1]
+    rows = {r[0]: r[1] for r in re.findall(r"^\| `([^`]+)` \| (.*) \|$", table, re.MULTILINE)}
+    assert list(rows) == list(snapshot.FILES)
+    for argv, file in snapshot.TOOLS.values():
+        command = " ".join(a for a in argv if a != "{python}")
+        if command.startswith("-m "):
+            command = "python " + command
+        assert command in rows[file], f"docs/doctor.md: {file}: does not name `{command}`"
