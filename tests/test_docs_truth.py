@@ -961,3 +961,36 @@ def test_the_capture_format_table_is_the_snapshots_files_and_commands() -> None:
         if command.startswith("-m "):
             command = "python " + command
         assert command in rows[file], f"docs/doctor.md: {file}: does not name `{command}`"
+
+
+def test_the_gate_key_table_is_the_schemas(tmp_path: Path) -> None:
+    """README's "Every key of a gate": each key the schema's, each enum value and default named in its row, the
+    `when:` conditions and the `channels:` overrides as the schema has them."""
+    from gatekeeper.contract.schemas import load_schema
+
+    schema = load_schema("gatekeeper.gates/v1")
+    gate = schema["$defs"]["gate"]["properties"]
+    table = _section(README, "### Syntax")
+    rows = {}
+    for line in table.splitlines():
+        m = re.match(r"^\| (`[^|]+) \| (.*) \|$", line)
+        if m:
+            for key in re.findall(r"`([a-z_]+):?`", m.group(1)):
+                rows[key] = m.group(2)
+    assert set(rows) - {"channels"} == set(gate), set(rows) ^ set(gate)
+    for key, spec in gate.items():
+        for value in spec.get("enum", []):
+            assert f"`{value}`" in rows[key], f"README's `{key}` row does not name `{value}`"
+        if "default" in spec:
+            assert f"`{spec['default']}` (default)" in rows[key], f"README's `{key}` row: default {spec['default']}"
+    when = schema["$defs"]["when"]["properties"]
+    assert set(re.findall(r"`([a-z_]+)(?:`|: )", rows["when"])) == set(when), rows["when"]
+    overrides = schema["$defs"]["override"]["properties"]
+    listed = re.search(r"per-channel overrides of a gate's (.*?) \(", rows["channels"])
+    assert listed
+    assert set(re.findall(r"`([a-z_]+)`", listed.group(1))) == set(overrides), listed.group(1)
+    # the defaults of a gate that sets none, as evaluate applies them
+    (tmp_path / "gates.yaml").write_text("version: 1\ngates:\n  g:\n    metric: s.m\n    pass: '>= 1'\n")
+    (loaded,) = load_gates(tmp_path / "gates.yaml").gates
+    assert f"significance level (default {loaded.alpha})" in rows["alpha"]
+    assert f"(default {loaded.max_cv}, at most {gate['max_cv']['maximum']})" in rows["max_cv"]
