@@ -994,3 +994,27 @@ def test_the_gate_key_table_is_the_schemas(tmp_path: Path) -> None:
     (loaded,) = load_gates(tmp_path / "gates.yaml").gates
     assert f"significance level (default {loaded.alpha})" in rows["alpha"]
     assert f"(default {loaded.max_cv}, at most {gate['max_cv']['maximum']})" in rows["max_cv"]
+
+
+# "Options:" sentences, each with the command whose options it lists (a phrase that starts it, the command's words).
+_OPTION_LISTS = [
+    ("README.md", "Common options: `--device auto|cpu|cuda`", ("stage", "verify_hip")),
+    ("README.md", "Options: `--out`, `--gates`, `--device`, `--channel`", ("pipeline",)),
+    ("README.md", "Options: `--out`, `--gates`, `--device`, `--sizes", ("gpu-check",)),
+    ("docs/ci.md", "`check` options: `--policy-only`", ("breaker", "check")),
+    ("docs/ci.md", "`record` takes `--result pass|fail`", ("breaker", "record")),
+    ("docs/doctor.md", "Options: the common stage options, plus `--smoke-timeout", ("stage", "verify_hip")),
+    ("docs/release.md", "Other inputs: `--downstream onnxruntime,tensorrt`", ("advise",)),
+]
+
+
+@pytest.mark.parametrize(("doc", "phrase", "words"), _OPTION_LISTS, ids=[f"{d}:{w}" for d, _, w in _OPTION_LISTS])
+def test_an_options_sentence_names_the_commands_own_options(doc: str, phrase: str, words: tuple[str, ...]) -> None:
+    text = DOCS[doc]
+    assert phrase in text, f"{doc} no longer says: {phrase}"
+    sentence = re.split(r"\.\s", text[text.index(phrase) :].split("\n\n", 1)[0], maxsplit=1)[0]
+    options = _options(_parsers()[words])
+    named = re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", sentence)
+    assert named, sentence
+    for option in named:
+        assert option in options, f"{doc}: `gatekeeper {' '.join(words)}` has no {option}: {sentence[:200]}"
