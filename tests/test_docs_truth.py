@@ -1018,3 +1018,18 @@ def test_an_options_sentence_names_the_commands_own_options(doc: str, phrase: st
     assert named, sentence
     for option in named:
         assert option in options, f"{doc}: `gatekeeper {' '.join(words)}` has no {option}: {sentence[:200]}"
+
+
+def test_the_catalog_counts_the_docs_quote_are_the_catalogs() -> None:
+    """docs/functional_test.md's per-category counts and their total (README quotes the total)."""
+    from stages.functional.catalog import cases_in
+    from stages.functional.distributed import case_names
+
+    flat = " ".join(DOCS["docs/functional_test.md"].split())
+    m = re.search(r"(\d+) cases in the field report's six categories — (.*?) — ", flat)
+    assert m, "docs/functional_test.md no longer quotes the catalog's counts"
+    quoted = {k: int(v) for k, v in re.findall(r"([a-z_]+) (\d+)", m.group(2))}
+    counts = {c: len(cases_in((c,))) for c in quoted if c != "distributed"} | {"distributed": len(case_names())}
+    assert quoted == counts
+    assert int(m.group(1)) == sum(counts.values())
+    assert f"an operator catalog of {m.group(1)} cases in six categories" in README
