@@ -1033,3 +1033,33 @@ def test_the_catalog_counts_the_docs_quote_are_the_catalogs() -> None:
     assert quoted == counts
     assert int(m.group(1)) == sum(counts.values())
     assert f"an operator catalog of {m.group(1)} cases in six categories" in README
+
+
+def test_what_each_job_does_names_commands_the_job_runs() -> None:
+    """Every `gatekeeper ...` a "What each job does" bullet of docs/ci.md names is run by that job of the rendered
+    template, with the options the doc gives it."""
+    from tests.test_ci_templates import ROOT, _include, render
+
+    jobs = render(_include(), ROOT)
+    section = _section(DOCS["docs/ci.md"], "## What each job does")
+    bullets = [("gatekeeper:verify_hip", b) for b in re.split(r"\n- ", section) if b.startswith("**Stage jobs**")]
+    bullets += _job_bullets()
+    assert len(bullets) >= 6, [j for j, _ in bullets]
+    parsers = _parsers()
+    checked = 0
+    for job, bullet in bullets:
+        spec = jobs[job]
+        script = "\n".join(str(s) for key in ("before_script", "script") for s in spec.get(key, []))
+        for span in re.findall(r"`(gatekeeper [^`]+)`", bullet):
+            words = span.split()[1:]
+            command = ["gatekeeper", words[0]]
+            if len(words) > 1 and (words[0], words[1]) in parsers:
+                command.append(words[1])
+            head = " ".join(command)
+            lines = [line for line in script.splitlines() if head in line]
+            assert lines, f"docs/ci.md says {job} runs `{span}`; its script has no `{head}`"
+            for option in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", span):
+                # on the command's line, or in the `set --` arguments the script builds for it
+                assert re.search(rf"{option}\b", script), f"docs/ci.md: {job}: `{span}`: {option} is not passed"
+            checked += 1
+    assert checked >= 15, checked
