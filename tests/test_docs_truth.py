@@ -1063,3 +1063,23 @@ def test_what_each_job_does_names_commands_the_job_runs() -> None:
                 assert re.search(rf"{option}\b", script), f"docs/ci.md: {job}: `{span}`: {option} is not passed"
             checked += 1
     assert checked >= 15, checked
+
+
+def test_the_gpu_check_sizes_table_is_what_gpu_check_passes() -> None:
+    from gatekeeper.run import gpu_check
+
+    table = _section(DOCS["docs/performance.md"], "## The GPU check")
+    rows = {r[0]: (r[1], r[2]) for r in re.findall(r"^\| ([a-z_]+) \| (.*) \| (.*) \|$", table, re.MULTILINE)}
+    rows.pop("stage")  # the header
+    assert set(rows) == set(gpu_check.GPU_ARGS), rows
+    for column, args, train in (
+        (0, gpu_check.GPU_ARGS, gpu_check.GPU_TRAIN),
+        (1, gpu_check.CPU_ARGS, gpu_check.CPU_TRAIN),
+    ):
+        for stage, argv in args.items():
+            shown = rows[stage][column]
+            if not argv:
+                assert shown.startswith("defaults"), (stage, shown)
+                continue
+            expected = " ".join([*argv, *(train if stage == "functional_test" else ())])
+            assert shown.strip("`").startswith(expected), (stage, column, shown, expected)
