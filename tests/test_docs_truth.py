@@ -1083,3 +1083,26 @@ def test_the_gpu_check_sizes_table_is_what_gpu_check_passes() -> None:
                 continue
             expected = " ".join([*argv, *(train if stage == "functional_test" else ())])
             assert shown.strip("`").startswith(expected), (stage, column, shown, expected)
+
+
+def test_every_make_target_and_variable_the_docs_name_exists() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.MULTILINE))
+    variables = set(re.findall(r"^([A-Z_]+) \?=", makefile, re.MULTILINE)) | {"VENV"}
+    named = 0
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for target, rest in re.findall(r"`make ([a-z][a-z-]*)((?: [A-Z_]+=[^` ]*)*)", line):
+                named += 1
+                assert target in targets, f"{doc}:{n}: no make target {target}"
+                for variable in re.findall(r"([A-Z_]+)=", rest):
+                    assert variable in variables, f"{doc}:{n}: make {target}: no variable {variable}"
+    assert named >= 10, named
+    flat = " ".join(README.split())
+    fuzz = {
+        v: re.search(rf"^{v} \?= (\S+)", makefile, re.MULTILINE).group(1)
+        for v in ("EXAMPLES", "SPARSE_MIB", "LINE_MIB", "DEPTH")
+    }  # type: ignore[union-attr]
+    assert f"draws `EXAMPLES` payloads (default {fuzz['EXAMPLES']})" in flat
+    assert f"a {int(fuzz['SPARSE_MIB']) // 1024} GiB sparse file, {fuzz['LINE_MIB']} MiB without a newline" in flat
+    assert f"{int(fuzz['DEPTH']):,}-deep brackets" in flat
