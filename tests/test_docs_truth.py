@@ -742,6 +742,13 @@ def test_every_repository_path_the_docs_name_exists() -> None:
                 assert hits, f"{doc}:{n}: {path} is not in this repository"
 
 
+def test_the_docs_cite_no_path_outside_the_repository() -> None:
+    """Docs cite only files in this repository (compatibility_check.md cited "/work/shared docs/measured.md")."""
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            assert not re.search(r"(?<![\w.])(/work/|\.\./shared\b|/home/)", line), f"{doc}:{n}: {line.strip()[:120]}"
+
+
 def test_every_test_the_docs_name_exists() -> None:
     tests_text = "\n".join(p.read_text() for p in (REPO / "tests").rglob("*.py"))
     stems = {p.stem for p in (REPO / "tests").rglob("test_*.py")}
