@@ -1113,3 +1113,25 @@ def test_every_make_target_and_variable_the_docs_name_exists() -> None:
     assert f"draws `EXAMPLES` payloads (default {fuzz['EXAMPLES']})" in flat
     assert f"a {int(fuzz['SPARSE_MIB']) // 1024} GiB sparse file, {fuzz['LINE_MIB']} MiB without a newline" in flat
     assert f"{int(fuzz['DEPTH']):,}-deep brackets" in flat
+
+
+def test_the_exit_codes_the_jobs_may_fail_with_are_the_templates() -> None:
+    """docs/ci.md and README state which exit codes each job may fail with; the rendered template's."""
+    from tests.test_ci_templates import ROOT, _include, render
+
+    jobs = render(_include(), ROOT)
+    flat = " ".join(DOCS["docs/ci.md"].split())
+    gate = jobs["gatekeeper:gate"]["allow_failure"]["exit_codes"]
+    stage = {tuple(jobs[f"gatekeeper:{s}"]["allow_failure"]["exit_codes"]) for s in SANDBOX_STAGES.split(",")}
+    stage |= {tuple(jobs[f"gatekeeper:{s}"]["allow_failure"]["exit_codes"]) for s in ("performance_baseline",)}
+    (stage_codes,) = stage
+    assert f"the gate has `allow_failure: exit_codes: {list(gate)}`".replace("'", "") in flat
+    assert f"stage jobs have `allow_failure: exit_codes: {list(stage_codes)}`" in flat
+    assert jobs["gatekeeper:diagnose"]["allow_failure"] is True
+    assert "exit 3 (warnings) may fail" in flat
+    assert jobs["gatekeeper:gpu_check"]["allow_failure"] == {"exit_codes": [3]}
+    table = _section(README, "## Exit codes (every command)")
+    for code in set(gate) | set(stage_codes):
+        row = re.search(rf"^\| {code} \|.*$", table, re.MULTILINE)
+        assert row, code
+        assert "`allow_failure: exit_codes: [" in row.group(0), row.group(0)
