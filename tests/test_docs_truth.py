@@ -545,7 +545,7 @@ def test_the_exit_code_table_is_every_exit_code() -> None:
         assert re.search(rf"\b{int(code)} [a-z]", epilog), f"gatekeeper --help does not name exit code {int(code)}"
 
 
-_VAR = re.compile(r"\bGATEKEEPER_[A-Z0-9_]*[A-Z0-9]\b")
+_VAR = re.compile(r"\b(?:GATEKEEPER|SLACK)_[A-Z0-9_]*[A-Z0-9]\b")
 # Where a variable the docs name may be read or set: the library, the stages, the scripts, the CI files.
 _VAR_READERS = ["gatekeeper", "stages", "scripts", "ci-templates", "docker", ".ci"]
 _VAR_READER_FILES = [".gitlab-ci.yml", "Makefile", "tests/conftest.py"]
