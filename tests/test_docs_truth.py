@@ -1135,3 +1135,35 @@ def test_the_exit_codes_the_jobs_may_fail_with_are_the_templates() -> None:
         row = re.search(rf"^\| {code} \|.*$", table, re.MULTILINE)
         assert row, code
         assert "`allow_failure: exit_codes: [" in row.group(0), row.group(0)
+
+
+def test_the_readme_gate_table_is_the_default_gates() -> None:
+    """Each row of README's gate table: the metric, the pass and warn rules, what it compares with, "advisory",
+    and the nightly channel's advisory gates, as gates.yaml has them."""
+    loaded = load_gates(REPO / "gates.yaml")
+    gates = {g.name: g for g in loaded.gates}
+    section = README[README.index("## The gates") : README.index("### Syntax")]
+    rows = re.findall(r"^\| (`[a-z0-9-]+`(?:, `[a-z0-9-]+`)*) \| (.*?) \| (.*?) \| (.*?) ?\|$", section, re.MULTILINE)
+    seen = set()
+    for names, metric, rule, notes in rows:
+        for i, name in enumerate(re.findall(r"`([a-z0-9-]+)`", names)):
+            gate = gates[name]
+            seen.add(name)
+            metrics = re.findall(r"`([^`]+)`", metric)
+            shown = metrics[0] if i == 0 else metrics[0].replace("dir=h2d", "dir=d2h")  # "(and `dir=d2h`)"
+            assert shown == gate.metric, (name, shown, gate.metric)
+            assert rule.startswith(f"`{gate.pass_rule.text}`"), (name, rule)
+            warn = re.search(r"warn `([^`]+)`", rule)
+            assert (warn.group(1) if warn else None) == (gate.warn_rule.text if gate.warn_rule else None), (name, rule)
+            compare = {"vs baseline": "baseline", "vs the anchor": "anchor", "change point": "history"}
+            said = [c for phrase, c in compare.items() if phrase in rule]
+            assert said == ([gate.compare] if gate.compare else []), (name, rule, gate.compare)
+            advisory = "advisory" in (rule + notes).replace("advisory on nightly", "")
+            assert advisory == (gate.severity == "advisory"), (name, notes, gate.severity)
+    assert seen == set(gates), set(gates) ^ seen
+    nightly = sorted(n for n, o in loaded.channels.get("nightly", {}).items() if o.get("severity") == "advisory")
+    para = " ".join(section[section.index("On the nightly channel") :].split("\n\n", 1)[0].split())
+    assert sorted(re.findall(r"`([a-z0-9-]+)`", para.split(" are advisory")[0])) == nightly, para
+    for names, _, _, notes in rows:
+        if "advisory on nightly" in notes:
+            assert set(re.findall(r"`([a-z0-9-]+)`", names)) <= set(nightly), (names, nightly)
