@@ -1167,3 +1167,23 @@ def test_the_readme_gate_table_is_the_default_gates() -> None:
     for names, _, _, notes in rows:
         if "advisory on nightly" in notes:
             assert set(re.findall(r"`([a-z0-9-]+)`", names)) <= set(nightly), (names, nightly)
+
+
+def test_the_pre_commit_hooks_run_what_make_lint_runs() -> None:
+    """README: "Contributors get the same checks before each commit with pre-commit" (bandit was missing)."""
+    assert "Contributors get the same checks before each commit" in " ".join(README.split())
+    makefile = (REPO / "Makefile").read_text()
+    lint = makefile[makefile.index("\nlint:") :].split("\n\n", 1)[0]
+    commands = [
+        line.strip().replace("$(BIN)/", "")
+        for line in lint.strip().splitlines()[1:]
+        if not line.strip().startswith("@#")
+    ]
+    hooks = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"]
+    entries = " && ".join(h["entry"].replace(".venv/bin/", "") for h in hooks)
+    assert len(commands) >= 5, commands
+    for command in commands:
+        tool = " ".join(command.split()[:2] if command.startswith("ruff") else command.split()[:1])
+        assert tool in entries, f"make lint runs `{command}`; no pre-commit hook does"
+        # ruff gets the staged files instead of "." (pass_filenames)
+        assert command.removesuffix(" .") in entries.replace(" --force-exclude", ""), f"pre-commit: {command}"
