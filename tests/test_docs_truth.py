@@ -1187,3 +1187,22 @@ def test_the_pre_commit_hooks_run_what_make_lint_runs() -> None:
         assert tool in entries, f"make lint runs `{command}`; no pre-commit hook does"
         # ruff gets the staged files instead of "." (pass_filenames)
         assert command.removesuffix(" .") in entries.replace(" --force-exclude", ""), f"pre-commit: {command}"
+
+
+def test_the_output_file_names_the_docs_give_are_the_codes() -> None:
+    """evaluate's four outputs (README's list and the files `make demo` leaves), the history spool and the
+    gpu-check summary, as the code names them."""
+    from gatekeeper.contract.soak_series import SERIES_FILE
+    from gatekeeper.evaluate.outputs import OUTPUTS
+    from gatekeeper.evaluate.run import SPOOL_FILE
+    from gatekeeper.run.gpu_check import SUMMARY_FILE
+
+    section = README[README.index("### `gatekeeper evaluate`") : README.index("It never imports torch")]
+    assert re.findall(r"^- `([^`]+)`", section, re.MULTILINE) == list(OUTPUTS)
+    flat = " ".join(README.split())
+    assert f"leaves `artifacts/{OUTPUTS[0]}`, `{OUTPUTS[1]}`, `{OUTPUTS[2]}`, `{OUTPUTS[3]}`" in flat
+    assert f"waits in `{SPOOL_FILE}` beside the verdict" in flat
+    assert f"`artifacts/<channel>/{SPOOL_FILE}`" in DOCS["docs/ci.md"]
+    assert f"(also `<out>/{SUMMARY_FILE}`)" in flat
+    assert f"writes to `<out>/{SUMMARY_FILE}`" in " ".join(DOCS["docs/performance.md"].split())
+    assert f"`{SERIES_FILE}`" in DOCS["docs/performance.md"]
