@@ -1206,3 +1206,24 @@ def test_the_output_file_names_the_docs_give_are_the_codes() -> None:
     assert f"(also `<out>/{SUMMARY_FILE}`)" in flat
     assert f"writes to `<out>/{SUMMARY_FILE}`" in " ".join(DOCS["docs/performance.md"].split())
     assert f"`{SERIES_FILE}`" in DOCS["docs/performance.md"]
+
+
+def test_every_choice_list_the_docs_give_is_an_options_choices() -> None:
+    """`--format table|json|md`, `--device auto|cpu|cuda`, ...: the values are exactly the choices of a command
+    that has the option (a value added to the doc that the parser refuses, or one the parser gained, fails)."""
+    choices: dict[str, list[set[str]]] = {}
+    for parser in _parsers().values():
+        for action in parser._actions:  # type: ignore[attr-defined]
+            if action.choices and not isinstance(action.choices, dict):
+                for option in action.option_strings:
+                    choices.setdefault(option, []).append({str(c) for c in action.choices})
+    found = 0
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for option, values in re.findall(r"`(--[a-z-]+)[ =]([a-z0-9_.-]+(?:\\?\|[a-z0-9_.-]+)+)`", line):
+                found += 1
+                listed = set(values.replace("\\|", "|").split("|"))
+                assert listed in choices.get(option, []), (
+                    f"{doc}:{n}: {option} {sorted(listed)}; the parsers': {choices.get(option)}"
+                )
+    assert found >= 8, found
