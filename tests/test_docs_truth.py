@@ -5,6 +5,7 @@ the GitLab section of the README)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 import os
@@ -584,6 +585,7 @@ def test_every_gatekeeper_variable_the_library_reads_or_sets_is_documented() -> 
         assert var not in named, f"{var} is documented: take it out of _NOT_A_VARIABLE"
 
 
+@functools.cache
 def _parsers() -> dict[tuple[str, ...], object]:
     """Every gatekeeper (sub)command's parser by its words, and each stage's as ("stage", NAME)."""
     import argparse
@@ -821,7 +823,7 @@ def test_the_no_baseline_row_names_the_gates_that_warn() -> None:
     assert "skipped" in row, row
 
 
-def test_the_cache_key_doc_lists_the_fingerprints_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cache_key_doc_lists_the_fingerprints_fields() -> None:
     from gatekeeper.kernel_cache.key import cache_fingerprint
 
     fields = set(cache_fingerprint({}))
