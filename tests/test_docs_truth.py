@@ -1229,3 +1229,30 @@ def test_every_choice_list_the_docs_give_is_an_options_choices() -> None:
                     f"{doc}:{n}: {option} {sorted(listed)}; the parsers': {choices.get(option)}"
                 )
     assert found >= 8, found
+
+
+def test_every_ci_input_the_docs_name_is_an_input() -> None:
+    """README named "the CI template's `gates_file` input"; the input is `gates`. Every input named in prose
+    ("the `x` input", "input `x`", "the input `x: ...`") and every key of an `inputs:` in a docs yaml block."""
+    spec, _ = split_component(REPO / "ci-templates" / "gatekeeper.yml")
+    found = 0
+    for doc, text in ALL_DOCS.items():
+        flat_lines = text.splitlines()
+        for n, line in enumerate(flat_lines, 1):
+            both = line + " " + (flat_lines[n] if n < len(flat_lines) else "")  # a name wrapped to the next line
+            names = re.findall(r"`([a-z_]+):?(?: [^`]*)?` inputs?\b", line)
+            names += re.findall(
+                r"\binputs? `([a-z_]+):?(?: [^`]*)?`", both if line.rstrip().endswith("input") else line
+            )
+            for name in names:
+                found += 1
+                assert name in spec, f"{doc}:{n}: the CI template has no input {name!r}"
+        for lang, start, body in _fenced_blocks(text):
+            if lang != "yaml":
+                continue
+            doc_yaml = yaml.safe_load("\n".join(body)) or {}
+            for include in doc_yaml.get("include", []) if isinstance(doc_yaml, dict) else []:
+                for name in (include.get("inputs") or {}) if isinstance(include, dict) else {}:
+                    found += 1
+                    assert name in spec, f"{doc}:{start}: the CI template has no input {name!r}"
+    assert found >= 15, found
