@@ -5,6 +5,7 @@ the GitLab section of the README)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 import os
@@ -516,3 +517,744 @@ def test_stated_exit_codes(doc, phrase, argv, code, tmp_path, monkeypatch, capsy
             record = ["breaker", "record", "--channel", "nightly", "--job", "functional_test", "--exit-code", "1"]
             assert _exit_code(main, record) == 0
     assert _exit_code(main, argv) == code, capsys.readouterr()
+
+
+# --- What the docs name exists as the code has it (issue: docs that promise what commands don't do) -------------
+#
+# Each test below reads every doc and holds one kind of name to the code: exit codes, environment variables,
+# commands and options, CI inputs and jobs, repository paths, the cache fingerprint. A renamed option, a
+# dropped variable or a moved test makes the doc line that still names it fail here.
+
+ALL_DOCS = {**DOCS, "CONTRIBUTING.md": (REPO / "CONTRIBUTING.md").read_text()}
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_the_exit_code_table_is_every_exit_code() -> None:
+    """README's "Exit codes (every command)" table has a row for every ExitCode and none other; `gatekeeper
+    --help` names each of them too."""
+    from gatekeeper.cli import build_parser
+    from gatekeeper.core.exitcodes import ExitCode
+
+    table = _section(README, "## Exit codes (every command)")
+    rows = re.findall(r"^\| (\d+) \|", table, re.MULTILINE)
+    assert sorted(int(r) for r in rows) == sorted(int(c) for c in ExitCode), rows
+    epilog = " ".join((build_parser().epilog or "").split())
+    for code in ExitCode:
+        assert re.search(rf"\b{int(code)} [a-z]", epilog), f"gatekeeper --help does not name exit code {int(code)}"
+
+
+_VAR = re.compile(r"\b(?:GATEKEEPER|SLACK)_[A-Z0-9_]*[A-Z0-9]\b")
+# Where a variable the docs name may be read or set: the library, the stages, the scripts, the CI files.
+_VAR_READERS = ["gatekeeper", "stages", "scripts", "ci-templates", "docker", ".ci"]
+_VAR_READER_FILES = [".gitlab-ci.yml", "Makefile", "tests/conftest.py"]
+# GATEKEEPER_ names in the library that are no variable a user sets or reads.
+_NOT_A_VARIABLE = {
+    "GATEKEEPER_PERF_RESULT": "a line prefix a timing worker prints on its stdout (stages/perf/timing.py)",
+}
+
+
+def _code_text(folders: list[str], files: list[str]) -> str:
+    texts = [(REPO / f).read_text() for f in files]
+    for folder in folders:
+        texts += [
+            p.read_text(errors="replace")
+            for p in sorted((REPO / folder).rglob("*"))
+            if p.is_file() and p.suffix in ("", ".py", ".sh", ".yml", ".yaml", ".toml") and "__pycache__" not in p.parts
+        ]
+    return "\n".join(texts)
+
+
+def test_every_gatekeeper_variable_the_docs_name_is_read_or_set_by_the_code() -> None:
+    code = set(_VAR.findall(_code_text(_VAR_READERS, _VAR_READER_FILES)))
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for var in _VAR.findall(line):
+                assert var in code, f"{doc}:{n}: {var} is read or set nowhere (gatekeeper/, stages/, CI files)"
+
+
+def test_every_gatekeeper_variable_the_library_reads_or_sets_is_documented() -> None:
+    named = set(_VAR.findall("\n".join(ALL_DOCS.values())))
+    for path in sorted([*(REPO / "gatekeeper").rglob("*.py"), *(REPO / "stages").rglob("*.py")]):
+        for var in set(_VAR.findall(path.read_text())):
+            if var not in _NOT_A_VARIABLE:
+                assert var in named, f"{path.relative_to(REPO)}: {var} is named in no doc (README.md, docs/)"
+    for var in _NOT_A_VARIABLE:
+        assert var not in named, f"{var} is documented: take it out of _NOT_A_VARIABLE"
+
+
+@functools.cache
+def _parsers() -> dict[tuple[str, ...], object]:
+    """Every gatekeeper (sub)command's parser by its words, and each stage's as ("stage", NAME)."""
+    import argparse
+
+    from gatekeeper.cli import build_parser
+    from stages import STAGES, load_stage
+    from stages._stage import build_parser as stage_parser
+
+    out: dict[tuple[str, ...], object] = {}
+
+    def walk(parser: argparse.ArgumentParser, words: tuple[str, ...]) -> None:
+        out[words] = parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, (*words, name))
+
+    walk(build_parser(), ())
+    for name in STAGES:
+        out[("stage", name)] = stage_parser(load_stage(name))
+    return out
+
+
+def _options(parser: object) -> set[str]:
+    return {o for action in parser._actions for o in action.option_strings}  # type: ignore[attr-defined]
+
+
+def _inline_commands() -> list[tuple[str, int, str]]:
+    """(doc, line, text) of every `gatekeeper ...` code span in prose (fenced blocks are examples, above)."""
+    found = []
+    for doc, text in ALL_DOCS.items():
+        prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.DOTALL)
+        for m in re.finditer(r"`(gatekeeper [^`]+)`", prose):
+            found.append((doc, prose.count("\n", 0, m.start()) + 1, " ".join(m.group(1).split())))
+    return found
+
+
+def _command_problems(command: str) -> list[str]:
+    """What in a `gatekeeper ...` line the parsers do not have: a command, a stage or an option (placeholders
+    such as NAME or <stage> and optional [...] parts aside)."""
+    parsers = _parsers()
+    words = re.sub(r"\[[^\]]*\]", "", command).split()[1:]
+    path: tuple[str, ...] = ()
+    while words and not words[0].startswith("-"):
+        word = words[0]
+        if (*path, word) in parsers:
+            path, words = (*path, word), words[1:]
+            continue
+        if path == ("stage",) and re.fullmatch(r"<\w+>|[A-Z_]+", word):
+            path, words = ("stage", "verify_hip"), words[1:]  # `gatekeeper stage <stage> ...`: the common options
+            continue
+        if re.fullmatch(r"[A-Z_.]+|\.\.\.|…|<[^>]+>|COMMAND", word) or not any(p[: len(path)] == path for p in parsers):
+            break
+        if any(len(p) == len(path) + 1 and p[: len(path)] == path for p in parsers):
+            return [f"no command `gatekeeper {' '.join((*path, word))}`"]
+        break
+    options = _options(parsers[path]) | {"--help"}
+    problems = []
+    for word in words:
+        if word == "--":
+            break  # what follows is another command's
+        option = word.split("=", 1)[0]
+        if re.fullmatch(r"--[a-z][a-z0-9-]*", option) and option not in options:
+            problems.append(f"`gatekeeper {' '.join(path)}` has no option {option}")
+    return problems
+
+
+def test_every_gatekeeper_command_in_the_prose_names_real_commands_and_options() -> None:
+    spans = _inline_commands()
+    assert len(spans) > 80, len(spans)
+    problems = [f"{doc}:{n}: `{cmd}`: {p}" for doc, n, cmd in spans for p in _command_problems(cmd)]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_gatekeeper_example_names_its_options_in_full() -> None:
+    """argparse takes an unambiguous prefix (`--golden-sav` for `--golden-save`): the runs above accept it, a
+    later option with the same prefix would not. Every `gatekeeper ...` example names real options in full."""
+    problems = []
+    for example in EXAMPLES:
+        for command in re.split(r"\s*(?:&&|\|\||;|\|)\s*|\n", example.command):
+            argv = re.sub(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)+", "", command.strip())
+            if argv.startswith("gatekeeper "):
+                problems += [f"{example.id}: {p}" for p in _command_problems(argv.split("#", 1)[0])]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_command_check_catches_a_wrong_command_or_option() -> None:
+    assert _command_problems("gatekeeper breaker check --channel nightly --job x") == []
+    assert _command_problems("gatekeeper stage <stage> --device auto --out artifacts/<channel>") == []
+    assert _command_problems("gatekeeper stage performance_baseline --duration 24h") == []
+    assert _command_problems("gatekeeper bisect --stage x -- --processes 5") == []
+    assert _command_problems("gatekeeper breaker check --chanel nightly")
+    assert _command_problems("gatekeeper breaker chek --channel nightly")
+    assert _command_problems("gatekeeper stage functional_test --seeds 2 --no-such-option")
+    assert _command_problems("gatekeeper stage functional_test --golden-sav x")  # a prefix argparse would take
+
+
+def test_every_gatekeeper_command_in_a_yaml_example_parses() -> None:
+    """A `gatekeeper ...` line of a job's `script:` in a docs yaml block (the cuda-golden job of docs/ci.md)."""
+    found = 0
+    for doc, text in ALL_DOCS.items():
+        for lang, start, body in _fenced_blocks(text):
+            if lang != "yaml":
+                continue
+            for job in (yaml.safe_load("\n".join(body)) or {}).values():
+                for line in job.get("script", []) if isinstance(job, dict) else []:
+                    if str(line).startswith("gatekeeper "):
+                        found += 1
+                        assert not _command_problems(str(line)), (doc, start, line, _command_problems(str(line)))
+                        try:
+                            _parse_only(str(line))
+                        except SystemExit as err:
+                            pytest.fail(f"{doc}:{start}: `{line}` is refused by its parser (exit {err.code})")
+    assert found >= 1
+
+
+# Options the docs quote of other tools (rocm-smi, pip, gitlab-ci-local, ruff, pytest, git, postgres) and of the
+# repository's own scripts; every other `--option` in the docs is an option of a gatekeeper command or a stage.
+_OTHER_TOOLS_OPTIONS = {
+    "--check", "--durations", "--dist", "--showproductname", "--showtemp", "--showpower", "--showmemuse",
+    "--showmeminfo", "--showuse", "--csv", "--query-gpu", "--verify", "--db-passwd", "--output",
+    "--exclude-editable", "--without-pip", "--python", "--isolated", "--rm", "--no-deps", "--pwprompt", "--owner",
+    "--pre", "--dest", "--no-index", "--tag", "--strict", "--print-path", "--list-json", "--variable",
+    "--force-shell-executor", "--shell-isolation", "--preview", "--planted-only", "--split", "--errors",
+}  # fmt: skip
+
+
+def test_every_option_the_docs_name_exists() -> None:
+    known = set().union(*(_options(p) for p in _parsers().values()))
+    assert not (_OTHER_TOOLS_OPTIONS & known), "a gatekeeper option is listed as another tool's"
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for option in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", line):
+                assert option in known | _OTHER_TOOLS_OPTIONS, f"{doc}:{n}: {option} is no option of any command"
+
+
+# Paths in the docs that are no file of this repository, each with why.
+_NOT_OUR_PATHS = {
+    "tests/gpu_cases.py": "a model repository's own case file (docs/functional_test.md)",
+    "tests/gatekeeper_cases.py": "a model repository's own case file (docs/ci.md)",
+    "docker/podman": "the engines, not a path",
+    "gatekeeper/gates": "the commit status's name",
+}
+_PATH = re.compile(
+    r"(?<![\w./:$@-])((?:tests|scripts|benchmarks|gatekeeper|stages|docker|ci-templates|templates|docs)/[\w./*-]*[\w*])"
+)
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for path in _PATH.findall(line):
+                if path in _NOT_OUR_PATHS:
+                    continue
+                hits = list(REPO.glob(path)) if "*" in path else [REPO / path] if (REPO / path).exists() else []
+                assert hits, f"{doc}:{n}: {path} is not in this repository"
+
+
+def test_the_docs_cite_no_path_outside_the_repository() -> None:
+    """Docs cite only files in this repository (compatibility_check.md cited "/work/shared docs/measured.md")."""
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            assert not re.search(r"(?<![\w.])(/work/|\.\./shared\b|/home/)", line), f"{doc}:{n}: {line.strip()[:120]}"
+
+
+def test_every_test_the_docs_name_exists() -> None:
+    tests_text = "\n".join(p.read_text() for p in (REPO / "tests").rglob("*.py"))
+    stems = {p.stem for p in (REPO / "tests").rglob("test_*.py")}
+    quoted_log_lines = {"test_conv2d_float16", "test_x"}  # a test name inside a log line or a sample, not ours
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for name in re.findall(r"\btest_[a-z0-9_]+\b", line):
+                if name in stems or name in quoted_log_lines:
+                    continue
+                assert re.search(rf"def {name}\b", tests_text), f"{doc}:{n}: no test {name}"
+
+
+def test_the_ci_inputs_table_states_each_inputs_type_and_default() -> None:
+    spec, _ = split_component(REPO / "ci-templates" / "gatekeeper.yml")
+    rows = re.findall(
+        r"^\| `([a-z_]+)` \| (\w+) \| ([^|]*) \|", _section(DOCS["docs/ci.md"], "## Inputs"), re.MULTILINE
+    )
+    assert {r[0] for r in rows} == set(spec)
+    for name, kind, default in rows:
+        assert kind == spec[name].get("type", "string"), (name, kind)
+        if name == "version":  # stamped at release: the doc names it by example
+            assert f"`{spec[name]['default']}`" in default, (name, default)
+            continue
+        shown = re.match(r"`([^`]*)`", default)
+        assert shown, (name, default)
+        value = shown.group(1) if spec[name].get("type", "string") == "string" else yaml.safe_load(shown.group(1))
+        if spec[name].get("type", "string") == "string" and value == '""':
+            value = ""
+        assert value == spec[name]["default"], (name, shown.group(1), spec[name]["default"])
+
+
+def _job_bullets() -> list[tuple[str, str]]:
+    """(job, bullet) of each bullet of docs/ci.md's "What each job does" that names one job."""
+    section = _section(DOCS["docs/ci.md"], "## What each job does")
+    out = []
+    for bullet in re.split(r"\n- ", section)[1:]:
+        head = bullet.split(":", 1)[0] if "`gatekeeper:" not in bullet.split("\n", 1)[0] else bullet.split("\n", 1)[0]
+        jobs = re.findall(r"`(gatekeeper:[a-z_-]+)", head)
+        if len(jobs) == 1:
+            out.append((jobs[0], bullet))
+    return out
+
+
+def test_each_job_is_described_once_with_the_templates_when() -> None:
+    """docs/ci.md described gatekeeper:diagnose twice, once as `when: on_failure` (the template's is `always`)."""
+    from tests.test_ci_templates import _load_all
+
+    (body,) = _load_all(split_component(REPO / "ci-templates" / "gatekeeper.yml")[1])
+    bullets = _job_bullets()
+    jobs = [job for job, _ in bullets]
+    assert len(jobs) >= 5, jobs
+    assert len(jobs) == len(set(jobs)), f"a job is described twice: {jobs}"
+    for job, bullet in bullets:
+        head = bullet[: bullet.index("):") + 2] if "):" in bullet else bullet.split("\n", 1)[0]
+        rules = body[job].get("rules", [])
+        whens = {r.get("when", "on_success") for r in rules} | ({body[job]["when"]} if "when" in body[job] else set())
+        for when in re.findall(r"`when: (\w+)`", head):
+            assert when in whens, f"docs/ci.md says {job} runs `when: {when}`; the template's rules: {whens}"
+
+
+def test_the_no_baseline_row_names_the_gates_that_warn() -> None:
+    gates = load_gates(REPO / "gates.yaml").gates
+    compared = [g for g in gates if g.compare]
+    warn = sorted(g.name for g in compared if g.on_missing == "warn")
+    row = next(line for line in DOCS["docs/ci.md"].splitlines() if line.startswith("| none |"))
+    named = sorted(re.findall(r"`([a-z0-9-]+)`", row))
+    assert named == warn, (named, warn)
+    others = {g.on_missing for g in compared if g.on_missing != "warn"}
+    assert others == {"skip"}, others
+    assert "skipped" in row, row
+
+
+def test_the_cache_key_doc_lists_the_fingerprints_fields() -> None:
+    from gatekeeper.kernel_cache.key import cache_fingerprint
+
+    fields = set(cache_fingerprint({}))
+    line = next(line for line in DOCS["docs/ci.md"].splitlines() if "gatekeeper cache key --json" in line)
+    listed = {f.strip() for f in line.split("the fingerprint:", 1)[1].split(",")}
+    assert listed == fields, (listed, fields)
+
+
+def test_a_bisected_command_sees_the_variables_docs_release_names(tmp_path, monkeypatch, capsys) -> None:
+    """docs/release.md: the command sees GATEKEEPER_BISECT_CANDIDATE (the commit) and GATEKEEPER_BISECT_OUT."""
+    from gatekeeper import cli
+    from tests.bisect.builders import make_repo
+
+    flat = " ".join(DOCS["docs/release.md"].split())
+    assert "the command sees the candidate in `GATEKEEPER_BISECT_CANDIDATE`" in flat
+    assert "the directory of its round in `GATEKEEPER_BISECT_OUT`" in flat
+    check = (
+        "import os, pathlib, sys\n"
+        "out = pathlib.Path(os.environ['GATEKEEPER_BISECT_OUT'])\n"
+        "(out / 'seen.txt').write_text(os.environ['GATEKEEPER_BISECT_CANDIDATE'])\n"
+        "sys.exit(1 if int(open('n.txt').read()) >= 3 else 0)\n"
+    )
+    repo = make_repo(tmp_path / "r", 4, lambda i: {"n.txt": str(i), "check.py": check})
+    monkeypatch.chdir(tmp_path / "r")
+    out = tmp_path / "bisect"
+    argv = ["bisect", "--provider", "git", "--good", "first", "--bad", "main", "--out", str(out), "--no-bundle"]
+    assert cli.main([*argv, "--", sys.executable, "check.py"]) == 0, capsys.readouterr()
+    seen = {p.read_text() for p in out.rglob("seen.txt")}
+    assert seen, "the command found no GATEKEEPER_BISECT_OUT to write to"
+    assert seen <= {c.hexsha for c in repo.iter_commits()}, seen
+
+
+def test_the_store_table_and_the_baseline_help_name_every_store() -> None:
+    """README's store table names every store kind; docs/release.md sends readers to `gatekeeper evaluate --help`
+    for them, whose --baseline help named neither file:DIR nor postgresql://."""
+    from gatekeeper.history import STORES
+
+    table = _section(README, "### Baseline and history stores")
+    specs = [s for row in re.findall(r"^\| ([^|]+) \|", table, re.MULTILINE) for s in re.findall(r"`([^`]+)`", row)]
+    for prefix in STORES:
+        if prefix == "postgres":  # the alias of postgresql
+            continue
+        assert any(s.startswith(f"{prefix}:") for s in specs), f"README's store table lacks {prefix}:"
+    assert "the others listed in `gatekeeper evaluate --help`" in " ".join(DOCS["docs/release.md"].split())
+    parsers = _parsers()
+    for words in (("evaluate",), ("pipeline",)):
+        (action,) = [a for a in parsers[words]._actions if "--baseline" in a.option_strings]  # type: ignore[attr-defined]
+        for spec in ("DIR", "file:DIR", "sqlite:PATH", "postgresql://", "gitlab:", "git:BRANCH"):
+            assert spec in action.help, (words, spec, action.help)
+
+
+def test_the_docs_list_every_failure_category() -> None:
+    """README's list of categories and docs/failure_analysis.md's taxonomy table are the contract's categories."""
+    from gatekeeper.contract.failures import CATEGORIES
+
+    para = " ".join(README[README.index("### `gatekeeper analyze`") :].split("```", 1)[0].split())
+    listed = re.search(r"into (`no_binary_for_gpu`.*?`unknown`)", para)
+    assert listed, "README no longer lists the categories after 'into'"
+    assert re.findall(r"`([a-z_]+)`", listed.group(1)) == list(CATEGORIES)
+    table = _section(DOCS["docs/failure_analysis.md"], "## The taxonomy")
+    rows = re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE)
+    assert rows == list(CATEGORIES), rows
+
+
+def test_the_analyze_byte_bounds_are_the_codes() -> None:
+    """The bounds README and docs/failure_analysis.md state for streaming logs (MiB, not MB)."""
+    from gatekeeper.analyze import classify
+
+    flat_readme = " ".join(README.split())
+    flat_fa = " ".join(DOCS["docs/failure_analysis.md"].split())
+    chunk, line = classify.CHUNK_BYTES >> 20, 4 * classify.CHUNK_BYTES >> 20  # a line is cut at four chunks
+    assert f"one {chunk} MiB chunk at a time, a line without a newline cut every {line} MiB" in flat_readme
+    assert f"in {chunk} MiB chunks" in flat_fa
+    assert f"a line without a newline is cut every {line} MiB" in flat_fa
+    assert f"the tails of all logs together to {classify.MAX_KEPT_BYTES >> 20} MiB" in flat_fa
+    assert f"at most {classify.MAX_INPUT_BYTES >> 30} GiB of log text" in flat_fa
+    assert f"at most {classify.MAX_MATCHED_CHARS >> 20} MiB of candidate lines" in flat_fa
+
+
+# The stage docs' option tables: "| option | default | ... |", each row's default(s) against the stage's parser.
+_OPTION_TABLES = {
+    "docs/performance.md": "performance_baseline",
+    "docs/functional_test.md": "functional_test",
+    "docs/compatibility_check.md": "compatibility_check",
+}
+
+
+def _same_default(shown: str, default: object) -> bool:
+    shown = shown.strip().strip("`")
+    words = shown.split(" ", 1)[0]
+    if default is None or default == "":
+        return shown in ("none", "—", "off")
+    if default is False:
+        return shown == "off"
+    if isinstance(default, int | float) and not isinstance(default, bool):
+        try:
+            return float(words) == float(default)
+        except ValueError:
+            return False
+    return shown == str(default)
+
+
+def _option_table_rows(doc: str) -> list[tuple[int, list[str], list[str]]]:
+    rows = []
+    lines = DOCS[doc].splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"^\| option \| default \|", line))
+    for n, line in enumerate(lines[start + 2 :], start + 3):
+        if not line.startswith("| `--"):
+            break
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        options = re.findall(r"`(--[a-z0-9-]+)[^`]*`", cells[0])
+        defaults = re.split(r",\s+", cells[1]) if len(options) > 1 else [cells[1]]
+        rows.append((n, options, defaults))
+    return rows
+
+
+@pytest.mark.parametrize("doc", list(_OPTION_TABLES))
+def test_a_stage_docs_option_table_states_the_parsers_defaults(doc: str) -> None:
+    from stages import load_stage
+    from stages._stage import build_parser as stage_parser
+
+    parser = stage_parser(load_stage(_OPTION_TABLES[doc]))
+    defaults = {o: a.default for a in parser._actions for o in a.option_strings}
+    rows = _option_table_rows(doc)
+    assert len(rows) >= 10, rows
+    for n, options, shown in rows:
+        assert len(options) == len(shown), f"{doc}:{n}: {len(options)} options, {len(shown)} defaults"
+        for option, value in zip(options, shown, strict=True):
+            assert option in defaults, f"{doc}:{n}: {option} is no option of the stage"
+            assert _same_default(value, defaults[option]), (
+                f"{doc}:{n}: {option} default {value!r}, the stage's {defaults[option]!r}"
+            )
+
+
+def test_the_capture_format_table_is_the_snapshots_files_and_commands() -> None:
+    """docs/doctor.md's "Capture format": every file doctor reads, and the command each tool file comes from."""
+    from gatekeeper.machine import snapshot
+
+    table = _section(DOCS["docs/doctor.md"], "### Capture format").split("\n\n")[1]
+    rows = {r[0]: r[1] for r in re.findall(r"^\| `([^`]+)` \| (.*) \|$", table, re.MULTILINE)}
+    assert list(rows) == list(snapshot.FILES)
+    for argv, file in snapshot.TOOLS.values():
+        command = " ".join(a for a in argv if a != "{python}")
+        if command.startswith("-m "):
+            command = "python " + command
+        assert command in rows[file], f"docs/doctor.md: {file}: does not name `{command}`"
+
+
+def test_the_gate_key_table_is_the_schemas(tmp_path: Path) -> None:
+    """README's "Every key of a gate": each key the schema's, each enum value and default named in its row, the
+    `when:` conditions and the `channels:` overrides as the schema has them."""
+    from gatekeeper.contract.schemas import load_schema
+
+    schema = load_schema("gatekeeper.gates/v1")
+    gate = schema["$defs"]["gate"]["properties"]
+    table = _section(README, "### Syntax")
+    rows = {}
+    for line in table.splitlines():
+        m = re.match(r"^\| (`[^|]+) \| (.*) \|$", line)
+        if m:
+            for key in re.findall(r"`([a-z_]+):?`", m.group(1)):
+                rows[key] = m.group(2)
+    assert set(rows) - {"channels"} == set(gate), set(rows) ^ set(gate)
+    for key, spec in gate.items():
+        for value in spec.get("enum", []):
+            assert f"`{value}`" in rows[key], f"README's `{key}` row does not name `{value}`"
+        if "default" in spec:
+            assert f"`{spec['default']}` (default)" in rows[key], f"README's `{key}` row: default {spec['default']}"
+    when = schema["$defs"]["when"]["properties"]
+    assert set(re.findall(r"`([a-z_]+)(?:`|: )", rows["when"])) == set(when), rows["when"]
+    overrides = schema["$defs"]["override"]["properties"]
+    listed = re.search(r"per-channel overrides of a gate's (.*?) \(", rows["channels"])
+    assert listed
+    assert set(re.findall(r"`([a-z_]+)`", listed.group(1))) == set(overrides), listed.group(1)
+    # the defaults of a gate that sets none, as evaluate applies them
+    (tmp_path / "gates.yaml").write_text("version: 1\ngates:\n  g:\n    metric: s.m\n    pass: '>= 1'\n")
+    (loaded,) = load_gates(tmp_path / "gates.yaml").gates
+    assert f"significance level (default {loaded.alpha})" in rows["alpha"]
+    assert f"(default {loaded.max_cv}, at most {gate['max_cv']['maximum']})" in rows["max_cv"]
+
+
+# "Options:" sentences, each with the command whose options it lists (a phrase that starts it, the command's words).
+_OPTION_LISTS = [
+    ("README.md", "Common options: `--device auto|cpu|cuda`", ("stage", "verify_hip")),
+    ("README.md", "Options: `--out`, `--gates`, `--device`, `--channel`", ("pipeline",)),
+    ("README.md", "Options: `--out`, `--gates`, `--device`, `--sizes", ("gpu-check",)),
+    ("docs/ci.md", "`check` options: `--policy-only`", ("breaker", "check")),
+    ("docs/ci.md", "`record` takes `--result pass|fail`", ("breaker", "record")),
+    ("docs/doctor.md", "Options: the common stage options, plus `--smoke-timeout", ("stage", "verify_hip")),
+    ("docs/release.md", "Other inputs: `--downstream onnxruntime,tensorrt`", ("advise",)),
+]
+
+
+@pytest.mark.parametrize(("doc", "phrase", "words"), _OPTION_LISTS, ids=[f"{d}:{w}" for d, _, w in _OPTION_LISTS])
+def test_an_options_sentence_names_the_commands_own_options(doc: str, phrase: str, words: tuple[str, ...]) -> None:
+    text = DOCS[doc]
+    assert phrase in text, f"{doc} no longer says: {phrase}"
+    sentence = re.split(r"\.\s", text[text.index(phrase) :].split("\n\n", 1)[0], maxsplit=1)[0]
+    options = _options(_parsers()[words])
+    named = re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", sentence)
+    assert named, sentence
+    for option in named:
+        assert option in options, f"{doc}: `gatekeeper {' '.join(words)}` has no {option}: {sentence[:200]}"
+
+
+def test_the_catalog_counts_the_docs_quote_are_the_catalogs() -> None:
+    """docs/functional_test.md's per-category counts and their total (README quotes the total)."""
+    from stages.functional.catalog import cases_in
+    from stages.functional.distributed import case_names
+
+    flat = " ".join(DOCS["docs/functional_test.md"].split())
+    m = re.search(r"(\d+) cases in the field report's six categories — (.*?) — ", flat)
+    assert m, "docs/functional_test.md no longer quotes the catalog's counts"
+    quoted = {k: int(v) for k, v in re.findall(r"([a-z_]+) (\d+)", m.group(2))}
+    counts = {c: len(cases_in((c,))) for c in quoted if c != "distributed"} | {"distributed": len(case_names())}
+    assert quoted == counts
+    assert int(m.group(1)) == sum(counts.values())
+    assert f"an operator catalog of {m.group(1)} cases in six categories" in README
+
+
+def test_what_each_job_does_names_commands_the_job_runs() -> None:
+    """Every `gatekeeper ...` a "What each job does" bullet of docs/ci.md names is run by that job of the rendered
+    template, with the options the doc gives it."""
+    from tests.test_ci_templates import ROOT, _include, render
+
+    jobs = render(_include(), ROOT)
+    section = _section(DOCS["docs/ci.md"], "## What each job does")
+    bullets = [("gatekeeper:verify_hip", b) for b in re.split(r"\n- ", section) if b.startswith("**Stage jobs**")]
+    bullets += _job_bullets()
+    assert len(bullets) >= 6, [j for j, _ in bullets]
+    parsers = _parsers()
+    checked = 0
+    for job, bullet in bullets:
+        spec = jobs[job]
+        script = "\n".join(str(s) for key in ("before_script", "script") for s in spec.get(key, []))
+        for span in re.findall(r"`(gatekeeper [^`]+)`", bullet):
+            words = span.split()[1:]
+            command = ["gatekeeper", words[0]]
+            if len(words) > 1 and (words[0], words[1]) in parsers:
+                command.append(words[1])
+            head = " ".join(command)
+            lines = [line for line in script.splitlines() if head in line]
+            assert lines, f"docs/ci.md says {job} runs `{span}`; its script has no `{head}`"
+            for option in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", span):
+                # on the command's line, or in the `set --` arguments the script builds for it
+                assert re.search(rf"{option}\b", script), f"docs/ci.md: {job}: `{span}`: {option} is not passed"
+            checked += 1
+    assert checked >= 15, checked
+
+
+def test_the_gpu_check_sizes_table_is_what_gpu_check_passes() -> None:
+    from gatekeeper.run import gpu_check
+
+    table = _section(DOCS["docs/performance.md"], "## The GPU check")
+    rows = {r[0]: (r[1], r[2]) for r in re.findall(r"^\| ([a-z_]+) \| (.*) \| (.*) \|$", table, re.MULTILINE)}
+    rows.pop("stage")  # the header
+    assert set(rows) == set(gpu_check.GPU_ARGS), rows
+    for column, args, train in (
+        (0, gpu_check.GPU_ARGS, gpu_check.GPU_TRAIN),
+        (1, gpu_check.CPU_ARGS, gpu_check.CPU_TRAIN),
+    ):
+        for stage, argv in args.items():
+            shown = rows[stage][column]
+            if not argv:
+                assert shown.startswith("defaults"), (stage, shown)
+                continue
+            expected = " ".join([*argv, *(train if stage == "functional_test" else ())])
+            assert shown.strip("`").startswith(expected), (stage, column, shown, expected)
+
+
+def test_every_make_target_and_variable_the_docs_name_exists() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.MULTILINE))
+    variables = set(re.findall(r"^([A-Z_]+) \?=", makefile, re.MULTILINE)) | {"VENV"}
+    named = 0
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for target, rest in re.findall(r"`make ([a-z][a-z-]*)((?: [A-Z_]+=[^` ]*)*)", line):
+                named += 1
+                assert target in targets, f"{doc}:{n}: no make target {target}"
+                for variable in re.findall(r"([A-Z_]+)=", rest):
+                    assert variable in variables, f"{doc}:{n}: make {target}: no variable {variable}"
+    assert named >= 10, named
+    flat = " ".join(README.split())
+    fuzz = {
+        v: re.search(rf"^{v} \?= (\S+)", makefile, re.MULTILINE).group(1)
+        for v in ("EXAMPLES", "SPARSE_MIB", "LINE_MIB", "DEPTH")
+    }  # type: ignore[union-attr]
+    assert f"draws `EXAMPLES` payloads (default {fuzz['EXAMPLES']})" in flat
+    assert f"a {int(fuzz['SPARSE_MIB']) // 1024} GiB sparse file, {fuzz['LINE_MIB']} MiB without a newline" in flat
+    assert f"{int(fuzz['DEPTH']):,}-deep brackets" in flat
+
+
+def test_the_exit_codes_the_jobs_may_fail_with_are_the_templates() -> None:
+    """docs/ci.md and README state which exit codes each job may fail with; the rendered template's."""
+    from tests.test_ci_templates import ROOT, _include, render
+
+    jobs = render(_include(), ROOT)
+    flat = " ".join(DOCS["docs/ci.md"].split())
+    gate = jobs["gatekeeper:gate"]["allow_failure"]["exit_codes"]
+    stage = {tuple(jobs[f"gatekeeper:{s}"]["allow_failure"]["exit_codes"]) for s in SANDBOX_STAGES.split(",")}
+    stage |= {tuple(jobs[f"gatekeeper:{s}"]["allow_failure"]["exit_codes"]) for s in ("performance_baseline",)}
+    (stage_codes,) = stage
+    assert f"the gate has `allow_failure: exit_codes: {list(gate)}`".replace("'", "") in flat
+    assert f"stage jobs have `allow_failure: exit_codes: {list(stage_codes)}`" in flat
+    assert jobs["gatekeeper:diagnose"]["allow_failure"] is True
+    assert "exit 3 (warnings) may fail" in flat
+    assert jobs["gatekeeper:gpu_check"]["allow_failure"] == {"exit_codes": [3]}
+    table = _section(README, "## Exit codes (every command)")
+    for code in set(gate) | set(stage_codes):
+        row = re.search(rf"^\| {code} \|.*$", table, re.MULTILINE)
+        assert row, code
+        assert "`allow_failure: exit_codes: [" in row.group(0), row.group(0)
+
+
+def test_the_readme_gate_table_is_the_default_gates() -> None:
+    """Each row of README's gate table: the metric, the pass and warn rules, what it compares with, "advisory",
+    and the nightly channel's advisory gates, as gates.yaml has them."""
+    loaded = load_gates(REPO / "gates.yaml")
+    gates = {g.name: g for g in loaded.gates}
+    section = README[README.index("## The gates") : README.index("### Syntax")]
+    rows = re.findall(r"^\| (`[a-z0-9-]+`(?:, `[a-z0-9-]+`)*) \| (.*?) \| (.*?) \| (.*?) ?\|$", section, re.MULTILINE)
+    seen = set()
+    for names, metric, rule, notes in rows:
+        for i, name in enumerate(re.findall(r"`([a-z0-9-]+)`", names)):
+            gate = gates[name]
+            seen.add(name)
+            metrics = re.findall(r"`([^`]+)`", metric)
+            shown = metrics[0] if i == 0 else metrics[0].replace("dir=h2d", "dir=d2h")  # "(and `dir=d2h`)"
+            assert shown == gate.metric, (name, shown, gate.metric)
+            assert rule.startswith(f"`{gate.pass_rule.text}`"), (name, rule)
+            warn = re.search(r"warn `([^`]+)`", rule)
+            assert (warn.group(1) if warn else None) == (gate.warn_rule.text if gate.warn_rule else None), (name, rule)
+            compare = {"vs baseline": "baseline", "vs the anchor": "anchor", "change point": "history"}
+            said = [c for phrase, c in compare.items() if phrase in rule]
+            assert said == ([gate.compare] if gate.compare else []), (name, rule, gate.compare)
+            advisory = "advisory" in (rule + notes).replace("advisory on nightly", "")
+            assert advisory == (gate.severity == "advisory"), (name, notes, gate.severity)
+    assert seen == set(gates), set(gates) ^ seen
+    nightly = sorted(n for n, o in loaded.channels.get("nightly", {}).items() if o.get("severity") == "advisory")
+    para = " ".join(section[section.index("On the nightly channel") :].split("\n\n", 1)[0].split())
+    assert sorted(re.findall(r"`([a-z0-9-]+)`", para.split(" are advisory")[0])) == nightly, para
+    for names, _, _, notes in rows:
+        if "advisory on nightly" in notes:
+            assert set(re.findall(r"`([a-z0-9-]+)`", names)) <= set(nightly), (names, nightly)
+
+
+def test_the_pre_commit_hooks_run_what_make_lint_runs() -> None:
+    """README: "Contributors get the same checks before each commit with pre-commit" (bandit was missing)."""
+    assert "Contributors get the same checks before each commit" in " ".join(README.split())
+    makefile = (REPO / "Makefile").read_text()
+    lint = makefile[makefile.index("\nlint:") :].split("\n\n", 1)[0]
+    commands = [
+        line.strip().replace("$(BIN)/", "")
+        for line in lint.strip().splitlines()[1:]
+        if not line.strip().startswith("@#")
+    ]
+    hooks = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"]
+    entries = " && ".join(h["entry"].replace(".venv/bin/", "") for h in hooks)
+    assert len(commands) >= 5, commands
+    for command in commands:
+        tool = " ".join(command.split()[:2] if command.startswith("ruff") else command.split()[:1])
+        assert tool in entries, f"make lint runs `{command}`; no pre-commit hook does"
+        # ruff gets the staged files instead of "." (pass_filenames)
+        assert command.removesuffix(" .") in entries.replace(" --force-exclude", ""), f"pre-commit: {command}"
+
+
+def test_the_output_file_names_the_docs_give_are_the_codes() -> None:
+    """evaluate's four outputs (README's list and the files `make demo` leaves), the history spool and the
+    gpu-check summary, as the code names them."""
+    from gatekeeper.contract.soak_series import SERIES_FILE
+    from gatekeeper.evaluate.outputs import OUTPUTS
+    from gatekeeper.evaluate.run import SPOOL_FILE
+    from gatekeeper.run.gpu_check import SUMMARY_FILE
+
+    section = README[README.index("### `gatekeeper evaluate`") : README.index("It never imports torch")]
+    assert re.findall(r"^- `([^`]+)`", section, re.MULTILINE) == list(OUTPUTS)
+    flat = " ".join(README.split())
+    assert f"leaves `artifacts/{OUTPUTS[0]}`, `{OUTPUTS[1]}`, `{OUTPUTS[2]}`, `{OUTPUTS[3]}`" in flat
+    assert f"waits in `{SPOOL_FILE}` beside the verdict" in flat
+    assert f"`artifacts/<channel>/{SPOOL_FILE}`" in DOCS["docs/ci.md"]
+    assert f"(also `<out>/{SUMMARY_FILE}`)" in flat
+    assert f"writes to `<out>/{SUMMARY_FILE}`" in " ".join(DOCS["docs/performance.md"].split())
+    assert f"`{SERIES_FILE}`" in DOCS["docs/performance.md"]
+
+
+def test_every_choice_list_the_docs_give_is_an_options_choices() -> None:
+    """`--format table|json|md`, `--device auto|cpu|cuda`, ...: the values are exactly the choices of a command
+    that has the option (a value added to the doc that the parser refuses, or one the parser gained, fails)."""
+    choices: dict[str, list[set[str]]] = {}
+    for parser in _parsers().values():
+        for action in parser._actions:  # type: ignore[attr-defined]
+            if action.choices and not isinstance(action.choices, dict):
+                for option in action.option_strings:
+                    choices.setdefault(option, []).append({str(c) for c in action.choices})
+    found = 0
+    for doc, text in ALL_DOCS.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for option, values in re.findall(r"`(--[a-z-]+)[ =]([a-z0-9_.-]+(?:\\?\|[a-z0-9_.-]+)+)`", line):
+                found += 1
+                listed = set(values.replace("\\|", "|").split("|"))
+                assert listed in choices.get(option, []), (
+                    f"{doc}:{n}: {option} {sorted(listed)}; the parsers': {choices.get(option)}"
+                )
+    assert found >= 8, found
+
+
+def test_every_ci_input_the_docs_name_is_an_input() -> None:
+    """README named "the CI template's `gates_file` input"; the input is `gates`. Every input named in prose
+    ("the `x` input", "input `x`", "the input `x: ...`") and every key of an `inputs:` in a docs yaml block."""
+    spec, _ = split_component(REPO / "ci-templates" / "gatekeeper.yml")
+    found = 0
+    for doc, text in ALL_DOCS.items():
+        flat_lines = text.splitlines()
+        for n, line in enumerate(flat_lines, 1):
+            both = line + " " + (flat_lines[n] if n < len(flat_lines) else "")  # a name wrapped to the next line
+            names = re.findall(r"`([a-z_]+):?(?: [^`]*)?` inputs?\b", line)
+            names += re.findall(
+                r"\binputs? `([a-z_]+):?(?: [^`]*)?`", both if line.rstrip().endswith("input") else line
+            )
+            for name in names:
+                found += 1
+                assert name in spec, f"{doc}:{n}: the CI template has no input {name!r}"
+        for lang, start, body in _fenced_blocks(text):
+            if lang != "yaml":
+                continue
+            doc_yaml = yaml.safe_load("\n".join(body)) or {}
+            for include in doc_yaml.get("include", []) if isinstance(doc_yaml, dict) else []:
+                for name in (include.get("inputs") or {}) if isinstance(include, dict) else {}:
+                    found += 1
+                    assert name in spec, f"{doc}:{start}: the CI template has no input {name!r}"
+    assert found >= 15, found

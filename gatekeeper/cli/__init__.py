@@ -70,7 +70,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="gatekeeper",
         description="Quality gates and circuit breakers for PyTorch on ROCm, CUDA and CPU.",
         epilog="Exit codes: 0 pass, 1 blocked by a gate, 2 usage or input error, 3 passed with warnings, "
-        "4 circuit breaker open (skipped).",
+        "4 circuit breaker open (skipped), 70 a bug in gatekeeper itself (traceback saved).",
     )
     parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

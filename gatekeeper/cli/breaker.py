@@ -170,7 +170,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "check", help="exit 1 on a policy violation, 4 while the breaker is open", parents=[state, target, limits]
     )
     check.add_argument("--policy-only", action="store_true", help="only the static pipeline policy")
-    check.add_argument("--protected-branch", help="default $CI_DEFAULT_BRANCH or main")
+    check.add_argument(
+        "--protected-branch", help="default $GATEKEEPER_PROTECTED_BRANCH, else $CI_DEFAULT_BRANCH, else main"
+    )
     check.add_argument(
         "--artifacts", help="artifacts dir: an upstream job skipped by a breaker skips this one; open: leave a marker"
     )

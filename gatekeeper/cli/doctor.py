@@ -84,7 +84,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gl = p.add_argument_group("doctor gitlab")
     gl.add_argument("--project", help="project ID or path (default $CI_PROJECT_ID)")
     gl.add_argument("--api-url", help="GitLab API, e.g. https://gitlab.example.com/api/v4 (default $CI_API_V4_URL)")
-    gl.add_argument("--branch", help="protected branch (default $GATEKEEPER_PROTECTED_BRANCH or $CI_DEFAULT_BRANCH)")
+    gl.add_argument(
+        "--branch", help="protected branch (default $GATEKEEPER_PROTECTED_BRANCH, else $CI_DEFAULT_BRANCH, else main)"
+    )
     gl.add_argument("--slack", action="store_true", help="the component's slack input is on: check its variables")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--capture", metavar="DIR", help="also save the raw tool outputs to DIR")

@@ -59,7 +59,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="apply the gates file as it is at git REF (a merge request's target branch), a fully qualified ref "
         "(refs/remotes/origin/main) or a full commit SHA; every difference of this branch's copy is a named warning",
     )
-    p.add_argument("--baseline", help="baseline store: DIR, sqlite:PATH, gitlab: or git:BRANCH")
+    p.add_argument(
+        "--baseline",
+        help="baseline store: DIR or file:DIR, sqlite:PATH, postgresql://USER@HOST/DB, gitlab: or git:BRANCH",
+    )
     p.add_argument(
         "--channel",
         choices=["stable", "nightly"],

@@ -58,7 +58,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--channel", choices=["stable", "nightly"])
     p.add_argument("--model", help="module:factory (default: the built-in demo model)")
-    p.add_argument("--baseline", help="baseline store: DIR, sqlite:PATH, gitlab: or git:BRANCH")
+    p.add_argument(
+        "--baseline",
+        help="baseline store: DIR or file:DIR, sqlite:PATH, postgresql://USER@HOST/DB, gitlab: or git:BRANCH",
+    )
     p.add_argument("--record", metavar="STORE", help="keep this run's results and verdict in a history store")
     p.add_argument("--stages", help="comma-separated subset, in pipeline order (default: all)")
     p.add_argument(

@@ -53,7 +53,7 @@ class Opening(NamedTuple):
 def _open_file_store(location: str, how: Opening) -> BaselineStore:
     from gatekeeper.history.file import FileStore
 
-    return FileStore(location)
+    return FileStore(location, missing_ok=how.missing_ok)
 
 
 def _open_sqlite_store(location: str, how: Opening) -> BaselineStore:

@@ -13,11 +13,16 @@ __all__ = ["FileStore"]
 
 
 class FileStore(BaselineStore):
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, missing_ok: bool = False) -> None:
+        """``missing_ok``: a directory that does not exist yet reads as empty (evaluate's ``--baseline`` on a first
+        run, as for the sqlite store; README, "Baseline and history stores"), and is not created."""
         self.directory = Path(directory)
+        self.missing_ok = missing_ok
 
     def _reports(self) -> dict[str, StageReport]:
         if not self.directory.exists():
+            if self.missing_ok:
+                return {}
             raise InputError(
                 self.directory, "", "baseline directory not found", "pass a directory of an earlier run's artifacts"
             )

@@ -107,10 +107,11 @@ def _slack(
         )
     alerted = False
     target = SlackTarget.from_env(env, channel=channel)
-    if not decision.send:
+    if target is None:  # said on every run (docs/notifications.md), not first when a failure's alert is lost
+        now_ = "" if decision.send else f"; nothing to send this time anyway ({decision.reason})"
+        log(f"gatekeeper: notify slack: not configured (set SLACK_WEBHOOK_URL, or SLACK_BOT_TOKEN and --channel){now_}")
+    elif not decision.send:
         log(f"gatekeeper: notify slack: nothing sent ({decision.reason})")
-    elif target is None:
-        log("gatekeeper: notify slack: not configured (set SLACK_WEBHOOK_URL, or SLACK_BOT_TOKEN and --channel)")
     else:
         severity = severity_of(alert, recovered=decision.kind == "recovered")
         message = build_message(alert, kind=decision.kind, severity=severity)

@@ -56,3 +56,18 @@ def _gates(tmp_path: Path) -> Path:
         "version: 1\ngates:\n  cov:\n    metric: functional_test.op_pass_rate\n    pass: '>= 0.9'\n", encoding="utf-8"
     )
     return path
+
+
+@pytest.mark.parametrize("spec", ["earlier-run", "file:earlier-run"])
+def test_a_first_run_reads_a_missing_baseline_directory_as_empty(
+    spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README: "evaluate --baseline reads a store that does not exist yet as empty: a first run" -- a directory
+    store too (`baseline: file:.gatekeeper-baselines` in CI was exit 2 on the first pipeline, before any copy)."""
+    monkeypatch.chdir(tmp_path)
+    write_stage(report("functional_test", {"op_pass_rate": 0.99}), tmp_path / "artifacts")
+    assert main(["evaluate", "--baseline", spec, "--gates", str(_gates(tmp_path))]) == 0, capsys.readouterr().err
+    assert not (tmp_path / "earlier-run").exists()  # reading created nothing
+    # reading it for a report (not a first run) still names it
+    assert main(["report", "--history", spec, "--format", "md", "--out", "r.md"]) == 2
+    assert "earlier-run: baseline directory not found" in capsys.readouterr().err

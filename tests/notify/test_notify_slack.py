@@ -169,6 +169,16 @@ def test_not_configured_says_so_and_exits_0(tmp_path):
     ]
 
 
+def test_not_configured_is_said_on_a_passing_run_too(tmp_path):
+    """docs/notifications.md: "Without a webhook or token the command says so in one line and exits 0" -- on a
+    passing run as well, so a pipeline learns Slack is not set up before its first failure's alert is lost."""
+    lines: list[str] = []
+    assert _run(tmp_path, {}, lines, verdict=write_verdict(tmp_path, result="pass")) == 0
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("gatekeeper: notify slack: not configured (set SLACK_WEBHOOK_URL"), lines
+    assert "nothing to send this time anyway (passing" in lines[0]
+
+
 def test_block_kit_limits_are_respected_by_truncating(tmp_path):
     gates = [
         GateResult(f"gate-{i}-" + "x" * 60, Outcome.FAIL, "reason " * 200, "m", value=float(i), unit="ms", rule="<= 1")
