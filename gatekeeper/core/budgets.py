@@ -52,11 +52,17 @@ def open_regular(path: str | Path, *, what: str = "file") -> IO[bytes]:
         hint = "the symlink points nowhere" if path.is_symlink() else "check the path"
         raise InputError(path, "", f"{what} not found", hint) from None
     except IsADirectoryError:
-        raise InputError(path, "", f"expected a {what}, found a directory") from None
+        raise InputError(
+            path, "", f"expected a {what}, found a directory", "pass the file, not its directory"
+        ) from None
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise InputError(path, "", f"expected a {what}, found a symlink loop") from None
-        raise InputError(path, "", f"cannot read {what}: {err.strerror}") from None
+            raise InputError(
+                path, "", f"expected a {what}, found a symlink loop", "fix or remove the symlink"
+            ) from None
+        raise InputError(
+            path, "", f"cannot read {what}: {err.strerror}", "check the path and that the job can read it"
+        ) from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)

@@ -310,6 +310,17 @@ _PLANTED_STAGE = (
 )
 
 
+def _verdict_of_pipeline_100(work: Path) -> None:
+    _artifacts(work)
+    shutil.copy(GATES, work / "gates.yaml")
+    env = {**_env(()), "CI_PIPELINE_ID": "100", "CI_COMMIT_SHA": "a" * 40}
+    subprocess.run(
+        [*gatekeeper_command(), "evaluate", "--artifacts", "artifacts", "--gates", "gates.yaml", "--out", "artifacts"],
+        cwd=work, env=env, capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (work / "artifacts" / "verdict.json").is_file()
+
+
 EXITS: tuple[Exit, ...] = (
     # ---------------------------------------------------------------- exit 2: bad input
     Exit(
@@ -565,6 +576,50 @@ EXITS: tuple[Exit, ...] = (
         "gatekeeper-input-error",
         _artifacts,
         postgres=True,
+    ),
+    Exit(
+        "notify-verdict-of-another-pipeline",
+        ("notify", "gitlab", "--verdict", "artifacts/verdict.json", "--spool", "alerts"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _verdict_of_pipeline_100,
+        env=(
+            ("CI_PIPELINE_ID", "101"),
+            ("CI_COMMIT_SHA", "b" * 40),
+            ("CI_PROJECT_ID", "5"),
+            ("CI_API_V4_URL", "http://127.0.0.1:9/api/v4"),
+            ("GATEKEEPER_GITLAB_TOKEN", "glpat-not-a-real-token"),
+        ),
+    ),
+    Exit(
+        "report-artifacts-missing",
+        ("report", "--artifacts", "artifacts", "--out", "report.html"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+    ),
+    Exit(
+        "matrix-file-invalid",
+        ("matrix", "--history", "sqlite:history.db", "--matrix-file", "matrix.yaml", "--out", "matrix.html"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _write("matrix.yaml", "torch: [2.5\n"),
+    ),
+    Exit(
+        "ab-outside-a-repository",
+        ("ab", "--base", "main", "--stage", "verify_hip", "--out", "ab"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+    ),
+    Exit(
+        "cache-prune-bad-size",
+        ("cache", "prune", "--root", "cache", "--max-size", "lots"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
     ),
     # ---------------------------------------------------------------- verdict failures
     Exit(

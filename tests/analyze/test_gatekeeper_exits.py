@@ -89,3 +89,23 @@ def test_fresh_exit_is_diagnosed(name: str, tmp_path: Path, request: pytest.Fixt
     log = tmp_path / "job.log"
     log.write_text(job_log(steps))
     _check(_diagnose(log, rules), exit_, rules)
+
+
+def test_every_input_error_names_its_fix() -> None:
+    """Every bad input's line carries a hint: the fix the diagnosis shows, and the `; hint: ` that the
+    gatekeeper-input-error signature reads (a line without one would be diagnosed `unknown`)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    missing = []
+    for path in sorted([*(root / "gatekeeper").rglob("*.py"), *(root / "stages").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "InputError":
+                hint = (
+                    node.args[3]
+                    if len(node.args) > 3
+                    else next((k.value for k in node.keywords if k.arg == "hint"), None)
+                )
+                if hint is None or (isinstance(hint, ast.Constant) and not hint.value):
+                    missing.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert missing == []
