@@ -623,6 +623,30 @@ EXITS: tuple[Exit, ...] = (
         "configuration_error",
         "gatekeeper-input-error",
     ),
+    Exit(
+        "evaluate-record-spooled",
+        (
+            "evaluate",
+            "--artifacts",
+            "artifacts",
+            "--gates",
+            "gates.yaml",
+            "--out",
+            "out",
+            "--record",
+            "postgresql://gatekeeper@127.0.0.1:9/results",
+        ),
+        2,
+        "infra_error",
+        "gatekeeper-record-spooled",
+        _both(
+            _artifacts,
+            _write(
+                "gates.yaml",
+                "version: 1\ngates:\n  hygiene:\n    metric: verify_hip.hygiene_problems\n    pass: '== 0'\n",
+            ),
+        ),
+    ),
     # ---------------------------------------------------------------- verdict failures
     Exit(
         "evaluate-blocked-by-gate",
