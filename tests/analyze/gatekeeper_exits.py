@@ -673,6 +673,14 @@ EXITS: tuple[Exit, ...] = (
         "gatekeeper-breaker-open",
         _breaker_opened,
     ),
+    Exit(
+        "breaker-policy-nightly-on-tag",
+        ("breaker", "check", "--channel", "nightly", "--job", "functional_test", "--policy-only"),
+        1,
+        "configuration_error",
+        "gatekeeper-breaker-policy",
+        env=(("CI_COMMIT_TAG", "v1.2.0"),),
+    ),
     # ---------------------------------------------------------------- a bug in gatekeeper
     Exit(
         "internal-error",

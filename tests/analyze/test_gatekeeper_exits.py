@@ -109,3 +109,19 @@ def test_every_input_error_names_its_fix() -> None:
                 if hint is None or (isinstance(hint, ast.Constant) and not hint.value):
                     missing.append(f"{path.relative_to(root)}:{node.lineno}")
     assert missing == []
+
+
+def test_the_templates_breaker_refusal_is_diagnosed(tmp_path: Path, rules: RuleSet) -> None:
+    """The gate job's own refusal (a stage skipped by its breaker, on a tag or the protected branch: exit 1) is a
+    line of ci-templates/gatekeeper.yml, read from there as the job prints it."""
+    from tests.analyze.gatekeeper_exits import REPO, Step
+
+    template = (REPO / "ci-templates" / "gatekeeper.yml").read_text(encoding="utf-8")
+    (echo,) = [line for line in template.splitlines() if "was skipped by its breaker" in line]
+    said = echo.strip().removeprefix('echo "').split('" >&2')[0].replace("$CHANNEL", "nightly")
+    log = tmp_path / "gate.log"
+    log.write_text(
+        job_log([Step(("breaker", "check", "--channel", "nightly", "--job", "gate", "--policy-only"), 1, said)])
+    )
+    diag = _diagnose(log, rules)
+    assert (diag.category, diag.known_issue) == ("infra_error", "gatekeeper-breaker-open")
