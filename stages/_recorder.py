@@ -153,7 +153,10 @@ class Recorder:
         self.checks.append(check)
         mark = {"passed": "ok", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "info": "info"}[status]
         first = message.strip().splitlines()[0] if message.strip() else ""
-        self.log(f"  [{mark}] {unique}" + (f": {first}" if first and status != "passed" else ""))
+        # a failure's line ends with its category: the job log alone then names the cause (gatekeeper analyze's
+        # gatekeeper-failed-* signatures in gatekeeper/analyze/known_issues.yaml)
+        said = f" (category: {category})" if category else ""
+        self.log(f"  [{mark}] {unique}" + (f": {first}" if first and status != "passed" else "") + said)
         return check
 
     def _kind(self, name: str) -> CheckKind | None:

@@ -232,7 +232,12 @@ def _validate(opts: Options) -> None:
         if value < low:
             raise InputError(None, option, f"{value} is below {low}", f"pass {option} {max(low, 1)} or more")
     if opts.opinfo_budget <= 0:
-        raise InputError(None, "--opinfo-budget", f"{opts.opinfo_budget:g} is not a positive number of seconds")
+        raise InputError(
+            None,
+            "--opinfo-budget",
+            f"{opts.opinfo_budget:g} is not a positive number of seconds",
+            "pass a positive --opinfo-budget in seconds",
+        )
     if not opts.train_lr > 0:
         raise InputError(None, "--train-lr", f"{opts.train_lr:g} is not a positive learning rate", "e.g. 1e-3")
     if opts.train_step:

@@ -118,7 +118,12 @@ def load_model(spec: str | None = None, *, seed: int = 0) -> LoadedModel:
     torch.manual_seed(seed)
     model = factory()
     if not isinstance(model, torch.nn.Module):
-        raise InputError(None, "--model", f"{spec} returned {type(model).__name__}, not torch.nn.Module")
+        raise InputError(
+            None,
+            "--model",
+            f"{spec} returned {type(model).__name__}, not torch.nn.Module",
+            "make the factory return the torch.nn.Module to test",
+        )
     return LoadedModel(spec, model)
 
 

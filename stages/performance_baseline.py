@@ -177,16 +177,18 @@ def parse_duration(text: str, option: str = "--duration") -> float:
 def _validate(opts: Options) -> None:
     for name in ("processes", "iterations"):
         if getattr(opts, name) < 1:
-            raise InputError(None, f"--{name}", f"must be at least 1 (got {getattr(opts, name)})")
+            raise InputError(None, f"--{name}", f"must be at least 1 (got {getattr(opts, name)})", "pass 1 or more")
     if opts.warmup < 0:
-        raise InputError(None, "--warmup", f"must not be negative (got {opts.warmup})")
+        raise InputError(None, "--warmup", f"must not be negative (got {opts.warmup})", "pass 0 or more")
     extras.validate(opts, parse_duration)
     if opts.max_processes < max(opts.processes, 3):
         raise InputError(
             None, "--max-processes", f"must be at least --processes and 3 (got {opts.max_processes})", "e.g. 20"
         )
     if opts.max_seconds is not None and opts.max_seconds <= 0:
-        raise InputError(None, "--max-seconds", f"must be positive (got {opts.max_seconds:g})")
+        raise InputError(
+            None, "--max-seconds", f"must be positive (got {opts.max_seconds:g})", "pass a positive number of seconds"
+        )
     if not 0.0 < opts.min_effect < 1.0:
         raise InputError(None, "--min-effect", f"must lie between 0 and 1 (got {opts.min_effect:g})", "e.g. 0.03")
     if not 0.0 < opts.max_cv <= rounds.MAX_CV_LIMIT:

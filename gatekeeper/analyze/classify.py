@@ -226,8 +226,12 @@ class Classifier:
             end = chunk.find(b"\n", start)
             line: str | None = None
             seen: set[int] = set()
+            owned = False
             low_line = low[start:end]
-            for rule_idx, pattern, needs in hits[start]:
+            # a signature that owns its lines goes first: when it matches, no other signature reads the line
+            for rule_idx, pattern, needs in sorted(hits[start], key=lambda t: not self.rules[t[0]].owns_line):
+                if owned:
+                    break
                 # Every required literal must be there before the (slower) regex runs.
                 if rule_idx in seen or not all(any(a in low_line for a in alts) for alts in needs):
                     continue
@@ -244,6 +248,7 @@ class Classifier:
                 ):
                     continue
                 self._record(rule, source, base + newlines + 1, line, chunk=chunk, start=start, end=end, prev=prev)
+                owned = rule.owns_line
         ev.sources[source] = base + chunk.count(b"\n")
         tail.extend(_last_lines(chunk, tail.maxlen or 0))
 

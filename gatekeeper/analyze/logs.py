@@ -37,7 +37,9 @@ def open_log(path: str | Path) -> Iterator[BinaryIO]:
             path, "", "expected a log file, found a directory", "use --artifacts for a directory"
         ) from None
     except OSError as err:
-        raise InputError(path, "", f"cannot read log: {err.strerror}") from None
+        raise InputError(
+            path, "", f"cannot read log: {err.strerror}", "check the path and that the job can read it"
+        ) from None
     if stat.S_ISCHR(os.fstat(fh.fileno()).st_mode) or stat.S_ISBLK(os.fstat(fh.fileno()).st_mode):
         fh.close()  # /dev/zero never ends: a log is a file or a pipe (tests/security/test_matrix.py)
         raise InputError(path, "", "expected a log file, found a device", "pass a file, a pipe or - for stdin")

@@ -50,6 +50,9 @@ class Rule:
     within: int = 0
     waiver: str | None = None
     warning: bool = False  # noise-prone: decides only when no other signature matched after it
+    # its lines are its own: no other signature reads a line it matched (a tool's report of a failure it handled
+    # and carried on from, e.g. gatekeeper's notify quoting the connection error of a message it spooled)
+    owns_line: bool = False
     source: str = "builtin"
     waiver_at: str = ""  # line:col of the waiver in its file, for errors
 
@@ -129,6 +132,7 @@ def _rule(entry: Mapping[str, Any], source: str, position: Any, path: Path) -> R
         within=preceded["within"] if preceded else 0,
         waiver=entry.get("waiver"),
         warning=bool(entry.get("warning", False)),
+        owns_line=bool(entry.get("owns_line", False)),
         source=source,
         waiver_at=position(["waiver"]) if entry.get("waiver") else "",
     )

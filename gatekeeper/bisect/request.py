@@ -92,9 +92,13 @@ def validate(opts: BisectOptions) -> None:
     if o.metric and not o.stage:
         raise InputError(None, "--metric", "a metric is judged in --stage mode only", "drop --metric, or use --stage")
     if o.max_processes < 1:
-        raise InputError(None, "--max-processes", f"must be at least 1 (got {o.max_processes})")
+        raise InputError(
+            None, "--max-processes", f"must be at least 1 (got {o.max_processes})", "pass --max-processes 1 or more"
+        )
     if o.timeout <= 0:
-        raise InputError(None, "--timeout", f"must be positive (got {o.timeout})")
+        raise InputError(
+            None, "--timeout", f"must be positive (got {o.timeout})", "pass a positive --timeout in seconds"
+        )
 
 
 def load_gates(opts: BisectOptions) -> tuple[str | None, str | None, StageJudge | None]:

@@ -19,7 +19,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.artifacts is None:
             from gatekeeper.core.errors import InputError
 
-            raise InputError(None, "--only-failed", "needs --artifacts (the verdict and the stages say what failed)")
+            raise InputError(
+                None,
+                "--only-failed",
+                "needs --artifacts (the verdict and the stages say what failed)",
+                "add --artifacts DIR (the stage artifacts of the failed pipeline)",
+            )
         why = nothing_failed(args.artifacts)
         if why is not None:
             print(f"gatekeeper: nothing to diagnose in {args.artifacts}: {why}", file=sys.stderr)

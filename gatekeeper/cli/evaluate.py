@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gatekeeper.cli import terminal
 from gatekeeper.cli._shared import GATES_HELP
+
+if TYPE_CHECKING:
+    from gatekeeper.contract.verdict import Verdict
 
 __all__ = ["add_parser"]
 
@@ -29,7 +33,30 @@ def _run(args: argparse.Namespace) -> int:
     )
     where = args.out or args.artifacts
     terminal.out(f"gatekeeper: wrote {where}/verdict.json, verdict.md, gates.junit.xml, metrics.txt")
+    _blocking_categories(verdict, Path(args.artifacts))
     return terminal.show_banner(verdict)
+
+
+def _blocking_categories(verdict: Verdict, artifacts: Path) -> None:
+    """One line per blocking gate with its failure category, so that the job log alone names the cause
+    (``gatekeeper analyze`` reads it: the gatekeeper-failed-* signatures of analyze/known_issues.yaml).
+    The category is the one the diagnosis takes from the artifacts (analyze/structured.py); the artifacts are read
+    again only for a blocked verdict."""
+    if not verdict.blocking_gates:
+        return
+    from gatekeeper.analyze.structured import gate_category
+    from gatekeeper.contract.failures import CATEGORY_MEANING
+    from gatekeeper.contract.stage_report import read_artifacts
+    from gatekeeper.core import escape
+
+    reports = read_artifacts(artifacts) if artifacts.is_dir() else {}
+    for g in verdict.blocking_gates:
+        category = gate_category(g, reports)
+        if category is None:  # a junit: gate: the failed tests' own lines in the log say more
+            continue
+        meaning = CATEGORY_MEANING.get(category, "")
+        name, metric = (escape.terminal(x, newlines=False) for x in (g.name, g.metric))  # one line each
+        terminal.err(f"gatekeeper: blocking gate {name}: {category} on {metric} ({meaning})")
 
 
 def _not_selected(stages: str | None) -> frozenset[str]:

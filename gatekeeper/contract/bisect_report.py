@@ -53,7 +53,12 @@ def _check_indices(doc: Mapping[str, Any], path: str) -> None:
             raise InputError(path, f"candidates[{i}].index", f"is {cand['index']}, expected {i}", "do not edit it")
         for j, d in enumerate(cand["decisions"]):
             if d["reference"] is not None and not 0 <= d["reference"] < n:
-                raise InputError(path, f"candidates[{i}].decisions[{j}].reference", "outside the range")
+                raise InputError(
+                    path,
+                    f"candidates[{i}].decisions[{j}].reference",
+                    "outside the range",
+                    "this bisect.json was edited or truncated: rerun the bisect without --resume",
+                )
     result = doc.get("result")
     if not result:
         return

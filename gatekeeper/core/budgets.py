@@ -52,16 +52,23 @@ def open_regular(path: str | Path, *, what: str = "file") -> IO[bytes]:
         hint = "the symlink points nowhere" if path.is_symlink() else "check the path"
         raise InputError(path, "", f"{what} not found", hint) from None
     except IsADirectoryError:
-        raise InputError(path, "", f"expected a {what}, found a directory") from None
+        raise InputError(
+            path, "", f"expected a {what}, found a directory", "pass the file, not its directory"
+        ) from None
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise InputError(path, "", f"expected a {what}, found a symlink loop") from None
-        raise InputError(path, "", f"cannot read {what}: {err.strerror}") from None
+            raise InputError(
+                path, "", f"expected a {what}, found a symlink loop", "fix or remove the symlink"
+            ) from None
+        raise InputError(
+            path, "", f"cannot read {what}: {err.strerror}", "check the path and that the job can read it"
+        ) from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise InputError(path, "", f"expected a {what}, found {kind}", "only regular files are read")
+        article = "an" if what[:1].lower() in "aeiou" else "a"
+        raise InputError(path, "", f"expected {article} {what}, found {kind}", "only regular files are read")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
@@ -79,8 +86,10 @@ def read_capped(path: str | Path, *, max_bytes: int, what: str = "file") -> byte
             data += fh.read(ask - len(data))
     if len(data) > max_bytes:
         raise InputError(
-            path, "", f"{what} is larger than {max_bytes // 2**20 or 1} MiB", "this is not a file gatekeeper wrote"
-        )
+            path, "", f"{what} is larger than {max_bytes // 2**20 or 1} MiB",
+            f"check that the path names the {what} meant (one this large is not one); an artifact: rerun the job that "
+            "wrote it",
+        )  # fmt: skip
     return data
 
 

@@ -107,7 +107,9 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int | None = N
             "under this name is not one)",
         ) from None
     except OSError as err:
-        raise InputError(path, "", f"cannot read {what}: {err.strerror}") from None
+        raise InputError(
+            path, "", f"cannot read {what}: {err.strerror}", "check the path and that the job can read it"
+        ) from None
 
 
 class DuplicateKeyError(ValueError):
@@ -145,7 +147,7 @@ def parse_json(text: str | bytes, path: str | Path | None, *, what: str = "JSON 
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise InputError(path, f"byte {err.start}", "not UTF-8 text") from None
+            raise InputError(path, f"byte {err.start}", "not UTF-8 text", "save the file as UTF-8") from None
     doc = _parse_json(text, path, what)
     numbers.check_tree(doc, path)
     return doc
@@ -252,7 +254,7 @@ def parse_yaml(text: str, path: str | Path) -> YamlDocument:
         where = f"{mark.line + 1}:{mark.column + 1}" if mark else ""
         raise InputError(path, where, f"invalid YAML: {err.problem or err.context}", "fix the YAML syntax") from None
     except yaml.YAMLError as err:
-        raise InputError(path, "", f"invalid YAML: {err}") from None
+        raise InputError(path, "", f"invalid YAML: {err}", "fix the YAML syntax") from None
     except RecursionError:
         raise InputError(path, "", "YAML nested too deeply", "flatten the document") from None
     except ValueError as err:  # e.g. an impossible date such as 2025-13-01

@@ -258,7 +258,12 @@ def parse_gates(
             )
         bad_point = pattern_error(g["metric"])
         if bad_point:
-            raise InputError(path, where(["gates", name, "metric"]), f"gates.{name}.metric: {bad_point}")
+            raise InputError(
+                path,
+                where(["gates", name, "metric"]),
+                f"gates.{name}.metric: {bad_point}",
+                "name a stage metric as STAGE.METRIC (the metric table in README.md)",
+            )
         if g.get("junit") is not None and g["metric"] not in JUNIT_METRICS:
             raise InputError(
                 path,

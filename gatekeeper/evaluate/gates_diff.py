@@ -98,13 +98,20 @@ def gates_at_ref(ref: str, path: Path) -> str | None:
     try:
         data = _read_in_tree(repo.commit(sha).tree, rel, ref)
     except (ValueError, git.GitCommandError) as err:
-        raise InputError(None, "--gates-ref", f"cannot read {rel} at {ref}: {err}") from None
+        raise InputError(
+            None,
+            "--gates-ref",
+            f"cannot read {rel} at {ref}: {err}",
+            "fetch the target branch first (git fetch origin), or pass a ref this clone has",
+        ) from None
     if data is None:
         return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(f"{ref}:{rel}", f"byte {err.start}", "not UTF-8 text") from None
+        raise InputError(
+            f"{ref}:{rel}", f"byte {err.start}", "not UTF-8 text", "save the gates file as UTF-8 on that branch"
+        ) from None
 
 
 def _repo_path(repo: git.Repo, path: Path) -> PurePosixPath:

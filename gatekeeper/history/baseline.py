@@ -105,7 +105,7 @@ def read_record(raw: str | bytes | Mapping[str, Any] | None, where: str) -> tupl
 
     try:
         if raw is None:
-            raise InputError(where, "", "no stage result")
+            raise InputError(where, "", "no stage result", "record the run again (evaluate --record)")
         doc = raw if isinstance(raw, Mapping) else files.parse_json(raw, where, what="stored stage result")
         return parse_stage(dict(doc), where, what="a stored stage result"), None
     except InputError as err:  # the caller names the record; the reason names the field

@@ -51,7 +51,12 @@ class GitStore(BaselineStore):
         except git.InvalidGitRepositoryError:
             raise InputError(Path(repo), "", "not inside a git repository", "run from the repository") from None
         except git.GitCommandError:
-            raise InputError(None, "--baseline git:", f"{branch!r} is not a valid branch name") from None
+            raise InputError(
+                None,
+                "--baseline git:",
+                f"{branch!r} is not a valid branch name",
+                "use a branch name git accepts, e.g. git:gatekeeper-history",
+            ) from None
         self.branch = branch
         self.why_missing = ""  # why the last latest() returned None
         self.skipped: list[str] = []  # records the last latest() could not use
@@ -100,7 +105,12 @@ class GitStore(BaselineStore):
                 doc = files.parse_json(blob.data_stream.read(), where, what="stored record")
                 fields = doc.get("info", {}) if isinstance(doc, dict) else None
                 if not isinstance(fields, dict) or not all(isinstance(v, str | None) for v in fields.values()):
-                    raise InputError(where, "info", "not a record gatekeeper wrote (info is not a map of strings)")
+                    raise InputError(
+                        where,
+                        "info",
+                        "not a record gatekeeper wrote (info is not a map of strings)",
+                        "remove the hand-edited record from the history branch",
+                    )
                 info = RunInfo(**{**fields, "run_id": where})
             except (InputError, TypeError) as err:  # a file someone edited by hand: not a baseline
                 self.skipped.append(f"baseline record {where} skipped: {err}")

@@ -257,7 +257,12 @@ def _spool(lines: str, spool: Path) -> Path:
         if stat.S_ISREG(spool.lstat().st_mode):
             existing = budgets.read_capped(spool, max_bytes=budgets.MAX_JSON_BYTES, what="history spool")
         else:
-            raise InputError(spool, "", "not a regular file")
+            raise InputError(
+                spool,
+                "",
+                "not a regular file",
+                "remove what is there; only gatekeeper's spool file belongs at this path",
+            )
     except FileNotFoundError:
         pass
     except InputError:

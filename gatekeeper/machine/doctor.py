@@ -113,7 +113,9 @@ def run_doctor(
     if capture is not None and from_dir is not None:
         raise InputError(None, "--capture/--from", "give one of --capture and --from", "capture here, diagnose there")
     if timeout <= 0:
-        raise InputError(None, "--timeout", f"must be positive (got {timeout:g})")
+        raise InputError(
+            None, "--timeout", f"must be positive (got {timeout:g})", "pass a positive --timeout in seconds"
+        )
     snapshot = read_capture(from_dir) if from_dir is not None else take_snapshot(timeout=timeout)
     if capture is not None:
         write_capture(snapshot, capture)

@@ -221,7 +221,12 @@ def take_snapshot(
         marked = [line[len(_TORCH_MARK) :] for line in torch_out.splitlines() if line.startswith(_TORCH_MARK)]
         try:
             if not marked:
-                raise InputError(None, "", f"no line starts with {_TORCH_MARK.strip()!r}")
+                raise InputError(
+                    None,
+                    "",
+                    f"no line starts with {_TORCH_MARK.strip()!r}",
+                    "run doctor --capture with the job's python, where torch imports",
+                )
             torch_info = files.parse_json(marked[-1], "torch probe", what="torch probe output")
             schemas.validate("gatekeeper.capture-torch/v1", torch_info, path="torch probe")
         except InputError as err:

@@ -56,7 +56,12 @@ def pooled(reports: Sequence[StageReport], metric: str, side: str) -> list[list[
     for r in reports:
         m = r.metrics.get(metric)
         if m is None or not m.samples:
-            raise InputError(None, "--metric", f"{r.stage} ({side}) recorded no samples of {metric!r}")
+            raise InputError(
+                None,
+                "--metric",
+                f"{r.stage} ({side}) recorded no samples of {metric!r}",
+                "name a metric the stage records (its <stage>.json lists them), or leave --metric out",
+            )
         groups += [list(g) for g in m.samples]
     return groups
 
@@ -136,11 +141,13 @@ def run_ab(
     ``rounds`` (at most this many). ``min_effect``: the tolerance the rounds decide on. ``max_cv``: the noise
     guard (a side whose process medians vary more is not judged), at most ``MAX_CV_LIMIT`` as in gates.yaml."""
     if rounds is not None and rounds < 1:
-        raise InputError(None, "--rounds", f"must be at least 1 (got {rounds})")
+        raise InputError(None, "--rounds", f"must be at least 1 (got {rounds})", "pass --rounds 1 or more")
     if max_processes < 3:
         raise InputError(None, "--max-processes", f"must be at least 3 (got {max_processes})", "e.g. 20")
     if max_seconds is not None and max_seconds <= 0:
-        raise InputError(None, "--max-seconds", f"must be positive (got {max_seconds:g})")
+        raise InputError(
+            None, "--max-seconds", f"must be positive (got {max_seconds:g})", "pass a positive --max-seconds"
+        )
     if not 0.0 < min_effect < 1.0:
         raise InputError(None, "--min-effect", f"must lie between 0 and 1 (got {min_effect:g})", "e.g. 0.03")
     if not 0.0 < max_cv <= MAX_CV_LIMIT:

@@ -123,7 +123,10 @@ def run_stage_process(
     result = proc.run_passthrough(argv, timeout=options.stage_timeout, env=environ)
     after = artifact.stat().st_mtime_ns if artifact.exists() else None
     if result.returncode == 2:
-        raise InputError(None, f"stage {name}", "the stage rejected its arguments (see above)", "fix --stage-arg")
+        raise InputError(
+            None, f"stage {name}", "the stage rejected its arguments (its gatekeeper: line above names the option)",
+            "fix that option: --device, --model or --quick of this command, or a --stage-arg",
+        )  # fmt: skip
     if after is None or after == before:
         write_stage(_crashed_report(name, result, options), options.out)
     return result.returncode

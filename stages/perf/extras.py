@@ -46,12 +46,22 @@ def validate(opts: Any, parse_duration: Any) -> None:
         load.parse_rates(opts.load)
         parse_duration(opts.load_duration, "--load-duration")
         if opts.max_batch < 1:
-            raise InputError(None, "--max-batch", f"must be at least 1 (got {opts.max_batch})")
+            raise InputError(
+                None, "--max-batch", f"must be at least 1 (got {opts.max_batch})", "pass --max-batch 1 or more"
+            )
         if opts.max_wait_ms < 0:
-            raise InputError(None, "--max-wait-ms", f"must not be negative (got {opts.max_wait_ms:g})")
+            raise InputError(
+                None,
+                "--max-wait-ms",
+                f"must not be negative (got {opts.max_wait_ms:g})",
+                "pass --max-wait-ms 0 or more",
+            )
         if opts.load_timeout <= 0:
             raise InputError(
-                None, "--load-timeout", f"must be a positive number of seconds (got {opts.load_timeout:g})"
+                None,
+                "--load-timeout",
+                f"must be a positive number of seconds (got {opts.load_timeout:g})",
+                "pass a positive --load-timeout in seconds",
             )
 
 

@@ -298,9 +298,14 @@ def run(
     rec, common = ctx.rec, ctx.common
     rates = parse_rates(rates_spec)
     if max_batch < 1:
-        raise InputError(None, "--max-batch", f"must be at least 1 (got {max_batch})")
+        raise InputError(None, "--max-batch", f"must be at least 1 (got {max_batch})", "pass --max-batch 1 or more")
     if max_wait_ms < 0 or timeout_s <= 0:
-        raise InputError(None, "--max-wait-ms/--load-timeout", "must be >= 0 and > 0 seconds respectively")
+        raise InputError(
+            None,
+            "--max-wait-ms/--load-timeout",
+            "must be >= 0 and > 0 seconds respectively",
+            "pass --max-wait-ms 0 or more and a positive --load-timeout",
+        )
     rows = []
     for i, rate in enumerate(rates):
         point = {"qps": rate_label(rate)}
