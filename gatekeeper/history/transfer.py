@@ -12,12 +12,13 @@ says how to import them later: nothing is lost.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ __all__ = ["RECORD_SCHEMA", "Transfer", "export_records", "import_records", "rea
 RECORD_SCHEMA = "gatekeeper.history-record/v1"
 ANCHOR_SCHEMA = "gatekeeper.history-anchor/v1"
 _MAX_LINE = 64 * 1024 * 1024  # one stage report with every sample of a long soak
+# How far a claimed time may run ahead of the importing job's clock (the recording and importing runners' clocks
+# differ by seconds, not minutes). See _claimed_time.
+_CLOCK_SKEW = dt.timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -96,16 +100,37 @@ def read_records(
         )
     records: list[tuple[StageReport, RunInfo]] = []
     anchors: list[dict[str, Any]] = []
-    with open(path, "rb") as fh:
+    now = dt.datetime.now(dt.timezone.utc)
+    # budgets.open_regular: the is_file() above is a check, not a guarantee (a FIFO swapped in after it blocks open())
+    with budgets.open_regular(path, what="export or spool file") as fh:
         for number, text in enumerate(_lines(fh, path), start=1):
             if not text.strip():
                 continue
             doc = _parse_line(text, path, number)
             if doc.get("schema") == ANCHOR_SCHEMA:
-                anchors.append(_anchor(doc, path, number))
+                anchors.append(_anchor(doc, path, number, now))
             else:
-                records.append(_record(doc, path, number, project))
+                records.append(_record(doc, path, number, project, now))
     return records, anchors
+
+
+def _claimed_time(value: object, path: Path | str, where: str, now: dt.datetime) -> str:
+    """A time a record or anchor says of itself, as the store writes its own (aware UTC, to the second), and
+    never later than the importing job's clock.
+
+    Stores order by this text (the newest record is the baseline, the newest anchor the anchor): a line that
+    claimed ``9999-12-31``, or ``z``, or ``23:59+14:00`` (earlier in UTC, later as text), was every later run's
+    baseline or anchor, whatever was recorded or set after it (docs/security.md, "Findings of the 2026-12-04
+    audit"). The line's author does not control this job's clock.
+    """
+    hint = "fix or remove that line (export writes the time each record was recorded)"
+    when = budgets.aware_utc(value, path=path, where=where, hint=hint)
+    if when > now + _CLOCK_SKEW:
+        raise InputError(
+            path, where, f"{str(value)[:40]!r} is later than this import ({now.isoformat(timespec='seconds')}): "
+            "a record cannot be newer than the job that imports it", hint,
+        )  # fmt: skip
+    return when.isoformat(timespec="seconds")
 
 
 def _lines(fh: Any, path: Path) -> Iterator[bytes]:
@@ -145,7 +170,9 @@ def _parse_line(text: bytes, path: Path, number: int) -> dict[str, Any]:
     return doc
 
 
-def _record(doc: Mapping[str, Any], path: Path, number: int, project: str | None = None) -> tuple[StageReport, RunInfo]:
+def _record(
+    doc: Mapping[str, Any], path: Path, number: int, project: str | None, now: dt.datetime
+) -> tuple[StageReport, RunInfo]:
     info_doc = doc.get("info")
     problem = unusable(doc.get("report")) or ("no info object" if not isinstance(info_doc, dict) else None)
     if problem:
@@ -159,6 +186,7 @@ def _record(doc: Mapping[str, Any], path: Path, number: int, project: str | None
     if bad:
         what = f"info.{bad[0]} is not {'an object of strings' if bad[0] == 'stack' else 'a string'}"
         raise InputError(path, f"line {number}", f"not a usable record: {what}", "fix or remove that line")
+    fields["recorded_at"] = _claimed_time(fields.get("recorded_at"), path, f"line {number}: info.recorded_at", now)
     try:
         record = StageReport.from_dict(doc["report"]), RunInfo(**fields)
     except (TypeError, KeyError, ValueError, AttributeError) as err:
@@ -172,11 +200,11 @@ def _record(doc: Mapping[str, Any], path: Path, number: int, project: str | None
     return record
 
 
-def _anchor(doc: Mapping[str, Any], path: Path, number: int) -> dict[str, Any]:
+def _anchor(doc: Mapping[str, Any], path: Path, number: int, now: dt.datetime) -> dict[str, Any]:
     needed = ("run", "set_by", "reason", "set_at")
     if not all(isinstance(doc.get(k), str) and doc.get(k) for k in needed):
         raise InputError(path, f"line {number}", f"an anchor needs {', '.join(needed)}", "fix or remove that line")
-    return {k: doc[k] for k in needed}
+    return {**{k: doc[k] for k in needed}, "set_at": _claimed_time(doc["set_at"], path, f"line {number}: set_at", now)}
 
 
 def import_records(source: str, into: str) -> Transfer:
@@ -193,15 +221,28 @@ def import_records(source: str, into: str) -> Transfer:
                 f"{store_name(source)} cannot be exported",
                 "import from a sqlite: or postgresql: store or a file",
             )
+        now = dt.datetime.now(dt.timezone.utc)
         records = [(report, info) for info, report in src.records()]
         pipelines = {info.run_id: info.pipeline_id for report, info in records}
-        records = [(report, _portable(info)) for report, info in records]
+        records = [
+            (
+                report,
+                _portable(
+                    replace(
+                        info,
+                        recorded_at=_claimed_time(info.recorded_at, source, f"record {info.run_id}: recorded_at", now),
+                    )
+                ),
+            )
+            for report, info in records
+        ]
         anchors = []
         skipped = list(getattr(src, "skipped", ()))
         for mark in reversed(src.anchors()):
             run = pipelines.get(mark.run, mark.run) if ":" in mark.run else mark.run
             if run:
-                anchors.append({"run": run, "set_by": mark.set_by, "reason": mark.reason, "set_at": mark.set_at})
+                set_at = _claimed_time(mark.set_at, source, f"anchor of run {run}: set_at", now)
+                anchors.append({"run": run, "set_by": mark.set_by, "reason": mark.reason, "set_at": set_at})
     dst = open_store(into, create=True)
     if not isinstance(dst, SqlStore):
         raise InputError(
@@ -214,8 +255,6 @@ def import_records(source: str, into: str) -> Transfer:
 
 
 def _portable(info: RunInfo) -> RunInfo:
-    from dataclasses import replace
-
     return replace(info, run_id=None)
 
 

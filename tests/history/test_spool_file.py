@@ -22,7 +22,7 @@ def _record(tmp_path: Path, spool: Path) -> str:
     rows = [
         (
             report("functional_test", {"op_pass_rate": 0.99}),
-            RunInfo("main", "a" * 40, "77", "pass", "2026-12-04T00:00:00"),
+            RunInfo("main", "a" * 40, "77", "pass", "2026-12-04T00:00:00+00:00"),
         )
     ]
     with pytest.raises(InputError) as err:

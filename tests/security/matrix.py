@@ -353,7 +353,11 @@ INPUTS: dict[str, Input] = {
         ),
         Input(
             "history export", "hist/export.jsonl", "jsonl",
-            m.Roles(STAGE_NUMBERS, STAGE_TEXTS | {"set_by", "reason", "image"}, {"project": "other/project"}),
+            m.Roles(
+                STAGE_NUMBERS, STAGE_TEXTS | {"set_by", "reason", "image"},
+                # a time it claims of itself: not after the importing job's clock (2026-12-04 audit)
+                {"project": "other/project", "recorded_at": "9999-12-31T00:00:00+00:00", "set_at": "zzz"},
+            ),
             "a history export or evaluate's history-spool.jsonl (beside the verdict, where stage jobs write)",
         ),
         Input(
