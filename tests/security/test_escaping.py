@@ -275,3 +275,20 @@ def test_a_shell_word_is_redacted_before_it_is_quoted() -> None:
         assert "Bearer-hdr-5t7y9u1i3o" not in text
         assert "Ptk-hdr-2w4e6r8t0y" not in text
     assert shlex.split(escape.shell_join(["a b", "c'd"])) == ["a b", "c'd"]  # still one word each
+
+
+@given(HOSTILE)
+def test_a_csv_cell_never_starts_a_spreadsheet_formula(text: str) -> None:
+    # 2026-12-04 audit: matrix.csv wrote a record's torch version as it was; "=HYPERLINK(...)" ran as a formula
+    import csv
+    import io
+
+    cell = escape.csv_cell(text)
+    assert cell[:1] not in ("=", "+", "-", "@", "\t", "\r")
+    buf = io.StringIO()
+    csv.writer(buf).writerow([cell, "x"])
+    assert next(csv.reader(io.StringIO(buf.getvalue()))) == [cell, "x"]  # still one cell, whatever it holds
+    plain = escape.csv_cell("2.6.0+rocm6.2")
+    assert plain == "2.6.0+rocm6.2"  # only a leading formula character is changed
+    assert escape.csv_cell("=1+1") == "'=1+1"
+    assert "Pw-db-9f3k2j1h7g" not in escape.csv_cell("-x export DB_PASSWORD=Pw-db-9f3k2j1h7g")  # redacted first
