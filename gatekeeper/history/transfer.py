@@ -35,9 +35,6 @@ __all__ = ["RECORD_SCHEMA", "Transfer", "export_records", "import_records", "rea
 RECORD_SCHEMA = "gatekeeper.history-record/v1"
 ANCHOR_SCHEMA = "gatekeeper.history-anchor/v1"
 _MAX_LINE = 64 * 1024 * 1024  # one stage report with every sample of a long soak
-# How far a claimed time may run ahead of the importing job's clock (the recording and importing runners' clocks
-# differ by seconds, not minutes). See _claimed_time.
-_CLOCK_SKEW = dt.timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -116,20 +113,15 @@ def read_records(
 
 def _claimed_time(value: object, path: Path | str, where: str, now: dt.datetime) -> str:
     """A time a record or anchor says of itself, as the store writes its own (aware UTC, to the second), and
-    never later than the importing job's clock.
+    never later than the importing job's clock (``budgets.aware_utc``'s ``not_after``).
 
     Stores order by this text (the newest record is the baseline, the newest anchor the anchor): a line that
     claimed ``9999-12-31``, or ``z``, or ``23:59+14:00`` (earlier in UTC, later as text), was every later run's
     baseline or anchor, whatever was recorded or set after it (docs/security.md, "Findings of the 2026-12-04
-    audit"). The line's author does not control this job's clock.
+    audit").
     """
     hint = "fix or remove that line (export writes the time each record was recorded)"
-    when = budgets.aware_utc(value, path=path, where=where, hint=hint)
-    if when > now + _CLOCK_SKEW:
-        raise InputError(
-            path, where, f"{str(value)[:40]!r} is later than this import ({now.isoformat(timespec='seconds')}): "
-            "a record cannot be newer than the job that imports it", hint,
-        )  # fmt: skip
+    when = budgets.aware_utc(value, path=path, where=where, hint=hint, not_after=now)
     return when.isoformat(timespec="seconds")
 
 

@@ -202,12 +202,12 @@ def test_an_import_line_cannot_make_itself_the_newest_record_or_anchor_by_its_ow
     cases = {
         "future": (
             {**doc, "info": {**doc["info"], "recorded_at": "9999-12-31T00:00:00+00:00"}},
-            "is later than this import",
+            "is later than this job's clock",
         ),
         "text": ({**doc, "info": {**doc["info"], "recorded_at": "zzz"}}, "not an ISO 8601 time"),
         "naive": ({**doc, "info": {**doc["info"], "recorded_at": "2026-11-01T03:00:00"}}, "has no UTC offset"),
         "none": ({**doc, "info": {**doc["info"], "recorded_at": None}}, "expected an ISO 8601 time"),
-        "anchor": ({**anchor, "set_at": "9999-01-01T00:00:00+00:00"}, "line 2: set_at: '9999-01-01"),
+        "anchor": ({**anchor, "set_at": "9999-01-01T00:00:00+00:00"}, "line 2: set_at: time '9999-01-01"),
     }
     for name, (bad, problem) in cases.items():
         path = tmp_path / f"{name}.jsonl"

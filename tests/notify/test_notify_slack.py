@@ -260,3 +260,20 @@ def test_passing_without_state_sends_nothing(tmp_path):
         assert _run(tmp_path, _env(srv.url), lines, verdict=write_verdict(tmp_path, result="pass")) == 0
     assert srv.seen == []
     assert lines == ["gatekeeper: notify slack: nothing sent (passing; without --state recoveries are not announced)"]
+
+
+def test_an_alert_state_that_says_it_alerted_in_the_future_is_not_believed():
+    # 2026-12-04 audit (a file believed about itself): any job with the cache writes the alert state. A
+    # last_alert of 9999 made (now - last_alert) negative, so a failing job's repeat alert was suppressed for
+    # ever; a time later than this job's clock now counts as "never alerted", as a garbled one does.
+    from gatekeeper.notify.dedupe import decide
+
+    now = dt.datetime(2026, 12, 4, 3, 0, tzinfo=dt.timezone.utc)
+    job = {"failing": True, "since": "2026-12-01T03:00:00+00:00"}
+    for forged in ("9999-12-31T00:00:00+00:00", (now + dt.timedelta(hours=1)).isoformat()):
+        got = decide({"jobs": {"k": {**job, "last_alert": forged}}}, "k", failing=True, now=now, repeat_after_s=86400)
+        assert (got.send, got.kind) == (True, "repeat"), forged
+    # a real recent alert, and one a few seconds ahead of this runner's clock, still suppress the repeat
+    for real in ("2026-12-04T02:00:00+00:00", (now + dt.timedelta(seconds=30)).isoformat()):
+        got = decide({"jobs": {"k": {**job, "last_alert": real}}}, "k", failing=True, now=now, repeat_after_s=86400)
+        assert (got.send, got.kind) == (False, "suppressed"), real
