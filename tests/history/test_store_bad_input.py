@@ -231,7 +231,8 @@ def test_an_import_line_cannot_make_itself_the_newest_record_or_anchor_by_its_ow
     times = sorted(info.recorded_at for info, _ in open_store(into).records())
     assert times == ["2026-11-01T09:59:00+00:00", "2026-11-01T10:00:00+00:00"]
     found = open_store(into).latest_record(newer.stage, newer)
-    assert found is not None and found[0].pipeline_id == "2"  # the baseline is the record recorded last
+    assert found is not None
+    assert found[0].pipeline_id == "2"
 
 
 def test_an_import_file_swapped_for_a_fifo_after_its_check_is_refused_not_read(

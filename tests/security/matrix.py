@@ -256,7 +256,9 @@ def _newest_rows(db: Path) -> list[tuple[int, str]]:
 
 
 STAGE_NUMBERS = frozenset({"value", "samples", "duration_s"})
-STAGE_TEXTS = frozenset({"message", "unit", "host", "device_name", "description", "torch_version", "torch_git_hash", "driver"})
+STAGE_TEXTS = frozenset(
+    {"message", "unit", "host", "device_name", "description", "torch_version", "torch_git_hash", "driver"}
+)
 STAGE_CONTEXT = {"channel": "nightly"}  # the job evaluates the stable channel
 # A JUnit file's count attributes (which the reader never trusts: it counts the elements) and its free text.
 JUNIT_NUMBERS = frozenset({"tests", "failures", "errors", "skipped", "time", "line"})
