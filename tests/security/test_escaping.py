@@ -292,3 +292,18 @@ def test_a_csv_cell_never_starts_a_spreadsheet_formula(text: str) -> None:
     assert plain == "2.6.0+rocm6.2"  # only a leading formula character is changed
     assert escape.csv_cell("=1+1") == "'=1+1"
     assert "Pw-db-9f3k2j1h7g" not in escape.csv_cell("-x export DB_PASSWORD=Pw-db-9f3k2j1h7g")  # redacted first
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_the_metrics_report_is_one_ascii_name_and_one_number_per_line(text: str) -> None:
+    # GitLab's metrics report (metrics.txt) is "name value" lines: a point gate's name carries a sweep key from
+    # the artifact (gate[dtype=...]), so a newline, "=", space or non-ASCII letter in it could forge a line or a
+    # metric; evaluate.outputs._NAME keeps [A-Za-z0-9_] only (2026-12-04 audit: already defended, now held)
+    from gatekeeper.evaluate.outputs import to_metrics_txt
+
+    lines = to_metrics_txt(hostile.verdict(text, text, text)).split("\n")
+    assert lines[-1] == ""
+    assert lines[0] == "gatekeeper_result 1"
+    for line in lines[1:-1]:
+        assert re.fullmatch(r"gate_[A-Za-z0-9_]*(_change_pct)? -?[0-9.e+-]+", line), line
