@@ -41,6 +41,7 @@ __all__ = [
     "ZWSP",
     "csv_cell",
     "html_text",
+    "html_url",
     "md_code_block",
     "md_code_span",
     "md_link",
@@ -213,6 +214,13 @@ def html_text(text: object) -> str:
     import html  # here, not at the top: its entity table (0.5 MB) is for the HTML writers alone
 
     return html.escape(redact(str(text)))
+
+
+def html_url(url: object) -> str | None:
+    """An http(s) URL as an HTML attribute value (redacted, escaped), or None (then show no link): a
+    ``javascript:`` or ``data:`` URL from a file never becomes an ``href``, whatever the page's CSP does."""
+    safe = _safe_url(redact(str(url))) if url else None
+    return None if safe is None else html_text(safe)
 
 
 # ------------------------------------------------------------------ CSV

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import csv_cell, md_text, md_url
+from gatekeeper.core.escape import csv_cell, html_url, md_text, md_url
 from gatekeeper.core.escape import html_text as escape
 from gatekeeper.history import BaselineStore, open_store
 from gatekeeper.release.matrix import Cell, Column, Matrix, Row, build_matrix, releases_shown
@@ -123,9 +123,10 @@ def to_html(m: Matrix) -> str:
                     tds.append("<td>—</td>")
                     continue
                 text = escape(_cell_text(cell))
-                if cell.link:
+                url = html_url(cell.link)  # only an http(s) URL becomes a link
+                if url:
                     ref = escape(f"#{cell.pipeline_id}" if cell.pipeline_id else "report")
-                    text += f' <a href="{escape(cell.link)}">{ref}</a>'
+                    text += f' <a href="{url}">{ref}</a>'
                 elif cell.pipeline_id:
                     text += escape(f" #{cell.pipeline_id}")
                 tds.append(f'<td class="{escape(cell.verdict)}">{text}</td>')

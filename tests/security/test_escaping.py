@@ -307,3 +307,11 @@ def test_the_metrics_report_is_one_ascii_name_and_one_number_per_line(text: str)
     assert lines[0] == "gatekeeper_result 1"
     for line in lines[1:-1]:
         assert re.fullmatch(r"gate_[A-Za-z0-9_]*(_change_pct)? -?[0-9.e+-]+", line), line
+
+
+def test_an_html_link_is_only_an_http_url() -> None:
+    # 2026-12-04 audit: the report's and the matrix page's links (a verdict's pipeline_url, a record's link)
+    for url in ("javascript:alert(1)", "JaVaScRiPt:alert(1)", " data:text/html,x", "vbscript:x", "//evil.invalid/x"):
+        assert escape.html_url(url) is None, url
+    assert escape.html_url("https://h.invalid/a?b=1&c=2") == "https://h.invalid/a?b=1&amp;c=2"
+    assert escape.html_url(None) is None
