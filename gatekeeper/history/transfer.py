@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -277,27 +276,21 @@ def record(
 
 
 def _spool(lines: str, spool: Path) -> Path:
-    """Append ``lines`` to ``spool`` (whole or not at all); where the records went.
+    """Write ``lines`` to ``spool`` (whole or not at all), or beside it when that name is taken; where they went.
 
-    The spool lies beside the verdict, where stage jobs write: what is there already is kept as it is (bytes,
-    read bounded), but only a regular file is read back. A link (its target could be any file of this
-    machine, which would then be copied into the artifacts), a directory, a FIFO or a file too large to be
-    a spool is left alone, and the records go to a new file beside it, named in the error: never lost."""
-    existing = b""
-    try:
-        if stat.S_ISREG(spool.lstat().st_mode):
-            existing = budgets.read_capped(spool, max_bytes=budgets.MAX_JSON_BYTES, what="history spool")
-        else:
-            raise InputError(spool, "", "not a regular file")
-    except FileNotFoundError:
-        pass
-    except InputError:
-        spool.parent.mkdir(parents=True, exist_ok=True)
+    The spool lies beside the verdict, where stage jobs write, and ``history import`` later believes every line
+    of the file it is given (each a record that claims its own verdict, metrics, pipeline and time). So this
+    run's records never join a file that was there before, whatever it is: a regular file (before, its lines
+    were kept and imported with ours: a stage job's planted record became a baseline), a link (its target
+    could be any file of this machine), a directory or a FIFO. That file is left as it is, and the records go to
+    a new file beside it, named in the error: never lost, never mixed (docs/security.md, 2026-12-04 audit).
+    """
+    spool.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(spool):
         fd, name = tempfile.mkstemp(prefix=f"{spool.stem}-", suffix=spool.suffix, dir=spool.parent)
         os.close(fd)
-        spool, existing = Path(name), b""
-    # The lines are redacted here (text); the bytes already there are kept unchanged, whatever they are.
-    files.atomic_write(spool, existing + redact(lines).encode("utf-8"), redacted=True)
+        spool = Path(name)
+    files.atomic_write(spool, redact(lines), redacted=True)
     return spool
 
 
