@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.locking import open_lock
 from gatekeeper.core.paths import cache_root
 
 __all__ = [
@@ -124,7 +125,7 @@ def _state_path(directory: Path, channel: str, job: str) -> Path:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a+") as lock:
+    with open_lock(path.with_suffix(".lock")) as lock:  # a regular file, never a link's target
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

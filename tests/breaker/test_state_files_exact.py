@@ -144,3 +144,21 @@ def test_a_time_later_than_the_jobs_clock_is_named_not_obeyed(tmp_path: Path) ->
     # "9999-12-31T23:59:00-01:00" is past the last time Python holds: named, not a crash
     _write(tmp_path, state="open", opened_at="9999-12-31T23:59:00-01:00")
     assert "opened_at: time '9999-12-31T23:59:00-01:00' is out of range" in _error(tmp_path)
+
+
+def test_a_lock_planted_as_a_link_or_directory_is_named_and_never_followed(tmp_path: Path) -> None:
+    # 2026-12-04 audit: the breaker's lock was open(path, "a+"): a link planted as nightly--verify_hip.lock (the
+    # state directory is in a cache any job writes) created an empty file wherever it pointed; a directory there
+    # was exit 70. The lock is opened without following a link (core/locking.open_lock): exit 2 naming it.
+    _write(tmp_path, state="closed")
+    lock = tmp_path / "nightly--verify_hip.lock"
+    target = tmp_path / "elsewhere" / "created-by-gatekeeper"
+    target.parent.mkdir()
+    lock.symlink_to(target)
+    assert _error(tmp_path).startswith(f"{lock}: cannot open the lock file")
+    assert not target.exists()
+    lock.unlink()
+    lock.mkdir()
+    assert _error(tmp_path).startswith(f"{lock}: cannot open the lock file")
+    lock.rmdir()
+    assert check(tmp_path, "nightly", "verify_hip", CFG, now=Clock()).allowed  # a lock it makes itself is fine

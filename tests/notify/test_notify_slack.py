@@ -277,3 +277,24 @@ def test_an_alert_state_that_says_it_alerted_in_the_future_is_not_believed():
     for real in ("2026-12-04T02:00:00+00:00", (now + dt.timedelta(seconds=30)).isoformat()):
         got = decide({"jobs": {"k": {**job, "last_alert": real}}}, "k", failing=True, now=now, repeat_after_s=86400)
         assert (got.send, got.kind) == (False, "suppressed"), real
+
+
+def test_a_lock_file_planted_as_a_link_or_directory_is_set_aside_and_the_alert_still_goes(tmp_path):
+    # 2026-12-04 audit: the alert state's lock was open(path, "a+"): a link planted under its name (the state lives
+    # in a cache any job writes) made gatekeeper create an empty file where it pointed, a directory was exit 70.
+    state = tmp_path / "state.json"
+    target = tmp_path / "elsewhere" / "created-by-gatekeeper"
+    target.parent.mkdir()
+    for planted in ("link", "directory"):
+        lock = tmp_path / "state.json.lock"
+        if planted == "link":
+            lock.symlink_to(target)
+        else:
+            lock.unlink()
+            lock.mkdir()
+        lines: list[str] = []
+        with FakeServer() as srv:
+            assert _run(tmp_path, _env(srv.url), lines, state=state) == 0
+        assert len(srv.seen) == 1, planted  # alerted, without the state
+        assert any("state.json.lock" in line and "alerting without the state" in line for line in lines), lines
+        assert not target.exists()  # nothing created through the link
