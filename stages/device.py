@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from gatekeeper.contract.stage_report import Environment
+from gatekeeper.core import budgets
 from gatekeeper.core.errors import InputError
 from gatekeeper.machine.probes import versions
 
@@ -94,15 +95,18 @@ def rocm_root(environ: Mapping[str, str] | None = None) -> Path | None:
     return versions.find_rocm_root(os.environ if environ is None else environ)
 
 
+_VERSION_BYTES = 64 * 1024  # one line ("6.2.4-120"); gatekeeper/machine/snapshot.py reads it with the same bound
+
+
 def read_rocm_version(environ: Mapping[str, str] | None = None) -> str | None:
     root = rocm_root(environ)
     if root is None:
         return None
-    try:
-        text = (root / ".info" / "version").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    try:  # $ROCM_PATH is the job's to set: a FIFO or a link to /dev/zero there is refused, a large file bounded
+        data = budgets.read_capped(root / ".info" / "version", max_bytes=_VERSION_BYTES, what="ROCm version file")
+    except InputError:
         return None
-    return versions.parse(text).version
+    return versions.parse(data.decode("utf-8", errors="replace")).version
 
 
 def read_amdgpu_driver_version(sys_root: str | Path = "/sys") -> str | None:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.locking import open_lock
 from gatekeeper.core.paths import cache_root
 
 __all__ = [
@@ -124,7 +125,7 @@ def _state_path(directory: Path, channel: str, job: str) -> Path:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a+") as lock:
+    with open_lock(path.with_suffix(".lock")) as lock:  # a regular file, never a link's target
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -181,11 +182,14 @@ def _iso(t: dt.datetime) -> str:
     return t.isoformat(timespec="seconds")
 
 
-def _parse_time(text: str, path: Path, field: str) -> dt.datetime:
-    """Aware UTC; a naive or garbled time in the state file is bad input (exit 2), not a crash."""
+def _parse_time(text: str, path: Path, field: str, now: dt.datetime) -> dt.datetime:
+    """Aware UTC; a naive or garbled time in the state file is bad input (exit 2), not a crash. So is one later
+    than this job's clock: an ``opened_at`` or ``probe_started_at`` of 9999 (any job with the cache writes the
+    state) kept the breaker open, or its probe "running", for ever."""
     from gatekeeper.core.budgets import aware_utc
 
-    return aware_utc(text, path=path, where=field, hint="delete the file or run 'gatekeeper breaker reset'")
+    hint = "delete the file or run 'gatekeeper breaker reset'"
+    return aware_utc(text, path=path, where=field, hint=hint, not_after=now)
 
 
 # ---------------------------------------------------------------- transitions
@@ -205,8 +209,8 @@ def check(directory: Path, channel: str, job: str, config: BreakerConfig, *, now
                 f"breaker closed for {channel}/{job} ({st.consecutive_failures} "
                 f"consecutive failure(s) of {config.failures} allowed)",
             )
-        opened = _parse_time(st.opened_at, path, "opened_at") if st.opened_at else t
-        probe_since = _parse_time(st.probe_started_at, path, "probe_started_at") if st.probe_started_at else None
+        opened = _parse_time(st.opened_at, path, "opened_at", t) if st.opened_at else t
+        probe_since = _parse_time(st.probe_started_at, path, "probe_started_at", t) if st.probe_started_at else None
         # A probe that never recorded its result (job killed) must not wedge the breaker.
         probe_running = probe_since is not None and (t - probe_since).total_seconds() < config.cooldown_s
         waited = (t - opened).total_seconds()

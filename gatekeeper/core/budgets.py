@@ -22,6 +22,7 @@ import yaml
 from gatekeeper.core.errors import InputError
 
 __all__ = [
+    "CLOCK_SKEW",
     "MAX_JSON_BYTES",
     "MAX_YAML_BYTES",
     "MAX_YAML_NODES",
@@ -133,8 +134,20 @@ def check_yaml_size(root: yaml.Node | None, path: str | Path, *, limit: int | No
         )
 
 
-def aware_utc(value: object, *, path: str | Path | None, where: str, hint: str = "") -> dt.datetime:
-    """An ISO 8601 time with an offset, as aware UTC; InputError for a naive or malformed one."""
+# How far a time a file claims may run ahead of the reading job's clock: runners' clocks differ by seconds.
+CLOCK_SKEW = dt.timedelta(minutes=10)
+
+
+def aware_utc(
+    value: object, *, path: str | Path | None, where: str, hint: str = "", not_after: dt.datetime | None = None
+) -> dt.datetime:
+    """An ISO 8601 time with an offset, as aware UTC; InputError for a naive or malformed one.
+
+    ``not_after`` (the reading job's clock): a time a file says of itself ("recorded at", "opened at", "last
+    alerted at") is only believed up to then, give or take ``CLOCK_SKEW``. The file's author does not control
+    the job's clock, and a time in the future decided "newest" or "not yet" for ever (docs/security.md,
+    "Findings of the 2026-12-04 audit").
+    """
     if not isinstance(value, str):
         raise InputError(path, where, f"expected an ISO 8601 time, got {type(value).__name__}", hint)
     try:
@@ -143,4 +156,11 @@ def aware_utc(value: object, *, path: str | Path | None, where: str, hint: str =
         raise InputError(path, where, f"not an ISO 8601 time: {value[:40]!r}", hint) from None
     if parsed.tzinfo is None or parsed.utcoffset() is None:
         raise InputError(path, where, f"time {value[:40]!r} has no UTC offset", hint)
-    return parsed.astimezone(dt.timezone.utc)
+    try:
+        when = parsed.astimezone(dt.timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59-01:00 is past the last time Python holds
+        raise InputError(path, where, f"time {value[:40]!r} is out of range", hint) from None
+    if not_after is not None and when > not_after + CLOCK_SKEW:
+        clock = not_after.isoformat(timespec="seconds")
+        raise InputError(path, where, f"time {value[:40]!r} is later than this job's clock ({clock})", hint)
+    return when

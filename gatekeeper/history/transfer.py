@@ -12,12 +12,12 @@ says how to import them later: nothing is lost.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
-import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,16 +96,32 @@ def read_records(
         )
     records: list[tuple[StageReport, RunInfo]] = []
     anchors: list[dict[str, Any]] = []
-    with open(path, "rb") as fh:
+    now = dt.datetime.now(dt.timezone.utc)
+    # budgets.open_regular: the is_file() above is a check, not a guarantee (a FIFO swapped in after it blocks open())
+    with budgets.open_regular(path, what="export or spool file") as fh:
         for number, text in enumerate(_lines(fh, path), start=1):
             if not text.strip():
                 continue
             doc = _parse_line(text, path, number)
             if doc.get("schema") == ANCHOR_SCHEMA:
-                anchors.append(_anchor(doc, path, number))
+                anchors.append(_anchor(doc, path, number, now))
             else:
-                records.append(_record(doc, path, number, project))
+                records.append(_record(doc, path, number, project, now))
     return records, anchors
+
+
+def _claimed_time(value: object, path: Path | str, where: str, now: dt.datetime) -> str:
+    """A time a record or anchor says of itself, as the store writes its own (aware UTC, to the second), and
+    never later than the importing job's clock (``budgets.aware_utc``'s ``not_after``).
+
+    Stores order by this text (the newest record is the baseline, the newest anchor the anchor): a line that
+    claimed ``9999-12-31``, or ``z``, or ``23:59+14:00`` (earlier in UTC, later as text), was every later run's
+    baseline or anchor, whatever was recorded or set after it (docs/security.md, "Findings of the 2026-12-04
+    audit").
+    """
+    hint = "fix or remove that line (export writes the time each record was recorded)"
+    when = budgets.aware_utc(value, path=path, where=where, hint=hint, not_after=now)
+    return when.isoformat(timespec="seconds")
 
 
 def _lines(fh: Any, path: Path) -> Iterator[bytes]:
@@ -145,7 +161,9 @@ def _parse_line(text: bytes, path: Path, number: int) -> dict[str, Any]:
     return doc
 
 
-def _record(doc: Mapping[str, Any], path: Path, number: int, project: str | None = None) -> tuple[StageReport, RunInfo]:
+def _record(
+    doc: Mapping[str, Any], path: Path, number: int, project: str | None, now: dt.datetime
+) -> tuple[StageReport, RunInfo]:
     info_doc = doc.get("info")
     problem = unusable(doc.get("report")) or ("no info object" if not isinstance(info_doc, dict) else None)
     if problem:
@@ -159,6 +177,7 @@ def _record(doc: Mapping[str, Any], path: Path, number: int, project: str | None
     if bad:
         what = f"info.{bad[0]} is not {'an object of strings' if bad[0] == 'stack' else 'a string'}"
         raise InputError(path, f"line {number}", f"not a usable record: {what}", "fix or remove that line")
+    fields["recorded_at"] = _claimed_time(fields.get("recorded_at"), path, f"line {number}: info.recorded_at", now)
     try:
         record = StageReport.from_dict(doc["report"]), RunInfo(**fields)
     except (TypeError, KeyError, ValueError, AttributeError) as err:
@@ -172,11 +191,11 @@ def _record(doc: Mapping[str, Any], path: Path, number: int, project: str | None
     return record
 
 
-def _anchor(doc: Mapping[str, Any], path: Path, number: int) -> dict[str, Any]:
+def _anchor(doc: Mapping[str, Any], path: Path, number: int, now: dt.datetime) -> dict[str, Any]:
     needed = ("run", "set_by", "reason", "set_at")
     if not all(isinstance(doc.get(k), str) and doc.get(k) for k in needed):
         raise InputError(path, f"line {number}", f"an anchor needs {', '.join(needed)}", "fix or remove that line")
-    return {k: doc[k] for k in needed}
+    return {**{k: doc[k] for k in needed}, "set_at": _claimed_time(doc["set_at"], path, f"line {number}: set_at", now)}
 
 
 def import_records(source: str, into: str) -> Transfer:
@@ -193,15 +212,28 @@ def import_records(source: str, into: str) -> Transfer:
                 f"{store_name(source)} cannot be exported",
                 "import from a sqlite: or postgresql: store or a file",
             )
+        now = dt.datetime.now(dt.timezone.utc)
         records = [(report, info) for info, report in src.records()]
         pipelines = {info.run_id: info.pipeline_id for report, info in records}
-        records = [(report, _portable(info)) for report, info in records]
+        records = [
+            (
+                report,
+                _portable(
+                    replace(
+                        info,
+                        recorded_at=_claimed_time(info.recorded_at, source, f"record {info.run_id}: recorded_at", now),
+                    )
+                ),
+            )
+            for report, info in records
+        ]
         anchors = []
         skipped = list(getattr(src, "skipped", ()))
         for mark in reversed(src.anchors()):
             run = pipelines.get(mark.run, mark.run) if ":" in mark.run else mark.run
             if run:
-                anchors.append({"run": run, "set_by": mark.set_by, "reason": mark.reason, "set_at": mark.set_at})
+                set_at = _claimed_time(mark.set_at, source, f"anchor of run {run}: set_at", now)
+                anchors.append({"run": run, "set_by": mark.set_by, "reason": mark.reason, "set_at": set_at})
     dst = open_store(into, create=True)
     if not isinstance(dst, SqlStore):
         raise InputError(
@@ -214,8 +246,6 @@ def import_records(source: str, into: str) -> Transfer:
 
 
 def _portable(info: RunInfo) -> RunInfo:
-    from dataclasses import replace
-
     return replace(info, run_id=None)
 
 
@@ -246,32 +276,21 @@ def record(
 
 
 def _spool(lines: str, spool: Path) -> Path:
-    """Append ``lines`` to ``spool`` (whole or not at all); where the records went.
+    """Write ``lines`` to ``spool`` (whole or not at all), or beside it when that name is taken; where they went.
 
-    The spool lies beside the verdict, where stage jobs write: what is there already is kept as it is (bytes,
-    read bounded), but only a regular file is read back. A link (its target could be any file of this
-    machine, which would then be copied into the artifacts), a directory, a FIFO or a file too large to be
-    a spool is left alone, and the records go to a new file beside it, named in the error: never lost."""
-    existing = b""
-    try:
-        if stat.S_ISREG(spool.lstat().st_mode):
-            existing = budgets.read_capped(spool, max_bytes=budgets.MAX_JSON_BYTES, what="history spool")
-        else:
-            raise InputError(
-                spool,
-                "",
-                "not a regular file",
-                "remove what is there; only gatekeeper's spool file belongs at this path",
-            )
-    except FileNotFoundError:
-        pass
-    except InputError:
-        spool.parent.mkdir(parents=True, exist_ok=True)
+    The spool lies beside the verdict, where stage jobs write, and ``history import`` later believes every line
+    of the file it is given (each a record that claims its own verdict, metrics, pipeline and time). So this
+    run's records never join a file that was there before, whatever it is: a regular file (before, its lines
+    were kept and imported with ours: a stage job's planted record became a baseline), a link (its target
+    could be any file of this machine), a directory or a FIFO. That file is left as it is, and the records go to
+    a new file beside it, named in the error: never lost, never mixed (docs/security.md, 2026-12-04 audit).
+    """
+    spool.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(spool):
         fd, name = tempfile.mkstemp(prefix=f"{spool.stem}-", suffix=spool.suffix, dir=spool.parent)
         os.close(fd)
-        spool, existing = Path(name), b""
-    # The lines are redacted here (text); the bytes already there are kept unchanged, whatever they are.
-    files.atomic_write(spool, existing + redact(lines).encode("utf-8"), redacted=True)
+        spool = Path(name)
+    files.atomic_write(spool, redact(lines), redacted=True)
     return spool
 
 

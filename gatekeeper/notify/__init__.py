@@ -29,7 +29,7 @@ from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 from gatekeeper.core.gitlab_api import TOKEN_VARIABLE, GitLabError, client_from_env, no_client_line
-from gatekeeper.core.locking import LockTimeout, locked
+from gatekeeper.core.locking import LockTimeout, LockUnusable, locked
 from gatekeeper.core.redact import redact
 from gatekeeper.notify import dedupe, spool
 from gatekeeper.notify.alert import Alert, Links, job_project, load_alert, severity_of
@@ -73,6 +73,9 @@ def notify_slack(
             return _slack(alert, Path(state), **common)
     except LockTimeout as err:
         log(f"gatekeeper: notify slack: {err}; alerting without the state")
+        return _slack(alert, None, **common)
+    except LockUnusable as err:  # a link or a directory planted under the lock's name: set aside like a bad state
+        log(f"gatekeeper: notify slack: {err.line()}; alerting without the state")
         return _slack(alert, None, **common)
 
 

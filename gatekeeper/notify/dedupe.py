@@ -28,15 +28,16 @@ class Decision:
     reason: str
 
 
-def _parse(ts: object) -> dt.datetime | None:
-    """An aware UTC time; None for anything else (a naive or garbled time counts as "never alerted")."""
-    if not isinstance(ts, str) or not ts:
-        return None
+def _parse(ts: object, now: dt.datetime) -> dt.datetime | None:
+    """An aware UTC time, not later than this job's clock; None for anything else (a naive, garbled or future
+    time counts as "never alerted": a ``last_alert`` of 9999, which any job with the cache can write, silenced
+    every repeat of a failing job's alert for ever)."""
+    from gatekeeper.core.budgets import aware_utc
+
     try:
-        parsed = dt.datetime.fromisoformat(ts)
-    except ValueError:
+        return aware_utc(ts, path=None, where="last_alert", not_after=now)
+    except InputError:
         return None
-    return parsed.astimezone(dt.timezone.utc) if parsed.tzinfo is not None else None
 
 
 def decide(state: dict[str, Any], key: str, *, failing: bool, now: dt.datetime, repeat_after_s: float) -> Decision:
@@ -47,7 +48,7 @@ def decide(state: dict[str, Any], key: str, *, failing: bool, now: dt.datetime, 
     if failing and not was_failing:
         return Decision(True, "started", "the job started failing")
     if failing:
-        last = _parse(job.get("last_alert"))
+        last = _parse(job.get("last_alert"), now)
         if last is None or (now - last).total_seconds() >= repeat_after_s:
             return Decision(
                 True, "repeat", f"still failing since {job.get('since')}; repeat after {repeat_after_s:g} s"

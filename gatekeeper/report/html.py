@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gatekeeper.contract.analysis import Analysis
 from gatekeeper.core.escape import html_text as escape
+from gatekeeper.core.escape import html_url
 from gatekeeper.evaluate.point_gates import split_results
 from gatekeeper.report import tables
 from gatekeeper.report.data import ReportData
@@ -89,7 +90,8 @@ def _banner(data: ReportData) -> str:
             f"!{ctx['mr_iid']} into {ctx.get('target_branch')}" if ctx.get("mr_iid") else ctx.get("ref")
         )
         where = f" · {escape(str(place))}"
-    link = f' · <a href="{escape(ctx["pipeline_url"])}">pipeline</a>' if ctx.get("pipeline_url") else ""
+    url = html_url(ctx.get("pipeline_url"))  # the verdict file's: only an http(s) URL becomes a link
+    link = f' · <a href="{url}">pipeline</a>' if url else ""
     return (
         f'<div class="banner r-{escape(v.result)}"><strong>{escape(tables.headline(data))}</strong>'
         f'{escape(v.summary)}<div class="meta">channel {escape(v.channel)}{where}{link} · '

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import csv_cell, html_url, md_text, md_url
 from gatekeeper.core.escape import html_text as escape
-from gatekeeper.core.escape import md_text
 from gatekeeper.history import BaselineStore, open_store
 from gatekeeper.release.matrix import Cell, Column, Matrix, Row, build_matrix, releases_shown
 from gatekeeper.release.releases import Lifecycle, MatrixFile, load_matrix_file
@@ -66,19 +66,26 @@ def to_markdown(m: Matrix) -> str:
     if m.notes:
         lines.append("")
     if m.rows:
-        header = ["torch (channel)"] + [f"{c.label} {_flags(c.life, _col_extra(c))}".strip() for c in m.columns]
+        # versions, archs, verdicts and pipeline ids are a history record's strings (any job that records, or an
+        # imported line, writes them): each is escaped as markdown (md_text escapes "|" too), links only http(s)
+        header = ["torch (channel)"] + [
+            md_text(f"{c.label} {_flags(c.life, _col_extra(c))}".strip()) for c in m.columns
+        ]
         lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         for i, row in enumerate(m.rows):
-            cells = [f"{_row_label(row)} {_flags(row.life)}".strip()]
+            label = f"{md_text(row.torch)} ({md_text(row.channel)}) {md_text(_flags(row.life))}"
+            cells = [label.strip()]
             for j in range(len(m.columns)):
                 cell = m.cells.get((i, j))
                 if cell is None:
                     cells.append("—")
                     continue
-                text = _cell_text(cell)
-                ref = f"#{cell.pipeline_id}" if cell.pipeline_id else "report"
-                cells.append(f"{text} [{ref}]({cell.link})" if cell.link else text)
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                star = "" if cell.from_verdict else "*"
+                text = f"{_ICON.get(cell.verdict, '?')} {md_text(cell.verdict)}{star} {md_text(cell.date)}"
+                url = md_url(cell.link)
+                ref = f"#{md_text(cell.pipeline_id)}" if cell.pipeline_id else "report"
+                cells.append(f"{text} [{ref}]({url})" if url else text)
+            lines.append("| " + " | ".join(cells) + " |")
         if any(not c.from_verdict for c in m.cells.values()):
             lines += ["", _STAGE_NOTE]
     life = _lifecycle_rows(m)
@@ -116,9 +123,10 @@ def to_html(m: Matrix) -> str:
                     tds.append("<td>—</td>")
                     continue
                 text = escape(_cell_text(cell))
-                if cell.link:
+                url = html_url(cell.link)  # only an http(s) URL becomes a link
+                if url:
                     ref = escape(f"#{cell.pipeline_id}" if cell.pipeline_id else "report")
-                    text += f' <a href="{escape(cell.link)}">{ref}</a>'
+                    text += f' <a href="{url}">{ref}</a>'
                 elif cell.pipeline_id:
                     text += escape(f" #{cell.pipeline_id}")
                 tds.append(f'<td class="{escape(cell.verdict)}">{text}</td>')
@@ -175,7 +183,8 @@ def to_csv(m: Matrix) -> str:
         row, col = m.rows[i], m.columns[j]
         t, r = row.life, col.life
         w.writerow(
-            (
+            csv_cell(v)  # a record's strings: no cell starts a spreadsheet formula
+            for v in (
                 row.torch,
                 row.channel,
                 col.platform,

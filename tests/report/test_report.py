@@ -194,3 +194,22 @@ def test_cli_report_bad_input_is_one_line_and_no_file(
     assert len(err.splitlines()) == 1, err
     assert re.search(expect, err), err
     assert not out.exists()
+
+
+def test_a_verdicts_pipeline_url_is_a_link_only_when_it_is_http(artifacts: Path) -> None:
+    # 2026-12-04 audit: the report linked the verdict file's context.pipeline_url as it was: a javascript: or
+    # data: URL became the page's "pipeline" link (only the page's CSP stood between it and a click). Links go
+    # through escape.html_url now (http(s) only), as markdown links go through md_url.
+    doc = json.loads((artifacts / "verdict.json").read_text())
+    for url, shown in (
+        ("javascript:alert(document.domain)", False),
+        ("data:text/html,<script>alert(1)</script>", False),
+        ("https://gitlab.example.com/p/-/pipelines/5?a=1&b=2", True),
+    ):
+        doc["context"] = {**doc.get("context", {}), "pipeline_url": url}
+        (artifacts / "verdict.json").write_text(json.dumps(doc))
+        html = render_html(collect(artifacts), plots=[])
+        assert "javascript:" not in html
+        assert "data:text/html" not in html
+        assert (">pipeline</a>" in html) is shown, url
+    assert 'href="https://gitlab.example.com/p/-/pipelines/5?a=1&amp;b=2"' in html

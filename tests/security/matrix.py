@@ -256,7 +256,9 @@ def _newest_rows(db: Path) -> list[tuple[int, str]]:
 
 
 STAGE_NUMBERS = frozenset({"value", "samples", "duration_s"})
-STAGE_TEXTS = frozenset({"message", "unit", "host", "device_name", "description"})
+STAGE_TEXTS = frozenset(
+    {"message", "unit", "host", "device_name", "description", "torch_version", "torch_git_hash", "driver"}
+)
 STAGE_CONTEXT = {"channel": "nightly"}  # the job evaluates the stable channel
 # A JUnit file's count attributes (which the reader never trusts: it counts the elements) and its free text.
 JUNIT_NUMBERS = frozenset({"tests", "failures", "errors", "skipped", "time", "line"})
@@ -353,7 +355,11 @@ INPUTS: dict[str, Input] = {
         ),
         Input(
             "history export", "hist/export.jsonl", "jsonl",
-            m.Roles(STAGE_NUMBERS, STAGE_TEXTS | {"set_by", "reason", "image"}, {"project": "other/project"}),
+            m.Roles(
+                STAGE_NUMBERS, STAGE_TEXTS | {"set_by", "reason", "image"},
+                # a time it claims of itself: not after the importing job's clock (2026-12-04 audit)
+                {"project": "other/project", "recorded_at": "9999-12-31T00:00:00+00:00", "set_at": "zzz"},
+            ),
             "a history export or evaluate's history-spool.jsonl (beside the verdict, where stage jobs write)",
         ),
         Input(

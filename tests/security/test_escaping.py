@@ -275,3 +275,43 @@ def test_a_shell_word_is_redacted_before_it_is_quoted() -> None:
         assert "Bearer-hdr-5t7y9u1i3o" not in text
         assert "Ptk-hdr-2w4e6r8t0y" not in text
     assert shlex.split(escape.shell_join(["a b", "c'd"])) == ["a b", "c'd"]  # still one word each
+
+
+@given(HOSTILE)
+def test_a_csv_cell_never_starts_a_spreadsheet_formula(text: str) -> None:
+    # 2026-12-04 audit: matrix.csv wrote a record's torch version as it was; "=HYPERLINK(...)" ran as a formula
+    import csv
+    import io
+
+    cell = escape.csv_cell(text)
+    assert cell[:1] not in ("=", "+", "-", "@", "\t", "\r")
+    buf = io.StringIO()
+    csv.writer(buf).writerow([cell, "x"])
+    assert next(csv.reader(io.StringIO(buf.getvalue()))) == [cell, "x"]  # still one cell, whatever it holds
+    plain = escape.csv_cell("2.6.0+rocm6.2")
+    assert plain == "2.6.0+rocm6.2"  # only a leading formula character is changed
+    assert escape.csv_cell("=1+1") == "'=1+1"
+    assert "Pw-db-9f3k2j1h7g" not in escape.csv_cell("-x export DB_PASSWORD=Pw-db-9f3k2j1h7g")  # redacted first
+
+
+@SETTINGS
+@given(HOSTILE)
+def test_the_metrics_report_is_one_ascii_name_and_one_number_per_line(text: str) -> None:
+    # GitLab's metrics report (metrics.txt) is "name value" lines: a point gate's name carries a sweep key from
+    # the artifact (gate[dtype=...]), so a newline, "=", space or non-ASCII letter in it could forge a line or a
+    # metric; evaluate.outputs._NAME keeps [A-Za-z0-9_] only (2026-12-04 audit: already defended, now held)
+    from gatekeeper.evaluate.outputs import to_metrics_txt
+
+    lines = to_metrics_txt(hostile.verdict(text, text, text)).split("\n")
+    assert lines[-1] == ""
+    assert lines[0] == "gatekeeper_result 1"
+    for line in lines[1:-1]:
+        assert re.fullmatch(r"gate_[A-Za-z0-9_]*(_change_pct)? -?[0-9.e+-]+", line), line
+
+
+def test_an_html_link_is_only_an_http_url() -> None:
+    # 2026-12-04 audit: the report's and the matrix page's links (a verdict's pipeline_url, a record's link)
+    for url in ("javascript:alert(1)", "JaVaScRiPt:alert(1)", " data:text/html,x", "vbscript:x", "//evil.invalid/x"):
+        assert escape.html_url(url) is None, url
+    assert escape.html_url("https://h.invalid/a?b=1&c=2") == "https://h.invalid/a?b=1&amp;c=2"
+    assert escape.html_url(None) is None

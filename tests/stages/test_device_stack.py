@@ -23,3 +23,44 @@ def test_a_cpu_run_records_none() -> None:
     env = device.environment(device.DeviceInfo("cpu", "cpu"), channel="stable")
     assert "rccl_version" not in env.extra
     assert "nccl_version" not in env.extra
+
+
+def test_the_rocm_version_file_is_read_bounded_and_only_when_regular(tmp_path) -> None:
+    # 2026-12-04 audit: the stages read $ROCM_PATH/.info/version whole (read_text), as doctor did before the last
+    # audit: a FIFO there hung verify_hip until something wrote to it, a huge file was read into memory. $ROCM_PATH
+    # is the job's to set; the file goes through budgets.read_capped now (regular, 64 KiB), as doctor's does.
+    import os
+    import threading
+
+    info = tmp_path / "rocm" / ".info"
+    info.mkdir(parents=True)
+    (info / "version").write_text("6.2.4-120\n")
+    env = {"ROCM_PATH": str(tmp_path / "rocm")}
+    assert device.read_rocm_version(env) == "6.2.4-120"
+    with (info / "version").open("r+b") as fh:  # the same line, then a sparse GiB
+        fh.truncate(1 << 30)
+    assert device.read_rocm_version(env) is None
+    (info / "version").unlink()
+    os.mkfifo(info / "version")
+    fifo = str(info / "version")
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(device.versions, "find_rocm_root", lambda environ: tmp_path / "rocm")  # its is_file() says no
+
+    def writer() -> None:  # what a blocking open() would wait for: the old reader read this version
+        fd = os.open(fifo, os.O_WRONLY)
+        try:
+            os.write(fd, b"6.2.4-120\n")
+        except BrokenPipeError:  # the reader refused the FIFO and closed it
+            pass
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        assert device.read_rocm_version(env) is None
+    finally:
+        monkey.undo()
+        if thread.is_alive():
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        thread.join(timeout=30)
