@@ -27,7 +27,7 @@ from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import Check, StageReport
 from gatekeeper.contract.verdict import GateResult, Verdict
 
-__all__ = ["ORDER", "REFINERS", "Finding", "findings", "may_refine", "root"]
+__all__ = ["ORDER", "REFINERS", "Finding", "blocking_lines", "findings", "gate_category", "may_refine", "root"]
 
 # The root cause first: a pipeline that did not run as set up, then the device and the stack,
 # then device faults, crashes, communication, builds, numbers, speed.
@@ -275,6 +275,28 @@ def _check_finding(stage: str, c: Check) -> Finding:
 def _hard_gate(g: GateResult, reports: Mapping[str, StageReport]) -> bool:
     stage = g.metric.partition(".")[0]
     return stage in STAGE_NAMES and stage not in reports
+
+
+def blocking_lines(verdict: Verdict, artifacts: Path) -> list[str]:
+    """One line per blocking gate with its failure category, so that the job log alone names the cause
+    (``gatekeeper analyze`` reads it: the gatekeeper-failed-* signatures of analyze/known_issues.yaml). The
+    category is the one the diagnosis takes from the artifacts (``gate_category``); the artifacts are read
+    again only for a blocked verdict. A ``junit:`` gate has none: the failed tests' own lines say more."""
+    if not verdict.blocking_gates:
+        return []
+    from gatekeeper.contract.stage_report import read_artifacts
+    from gatekeeper.core import escape
+
+    reports = read_artifacts(artifacts) if artifacts.is_dir() else {}
+    out = []
+    for g in verdict.blocking_gates:
+        category = gate_category(g, reports)
+        if category is not None:
+            name, metric = (escape.terminal(x, newlines=False) for x in (g.name, g.metric))  # one line each
+            out.append(
+                f"gatekeeper: blocking gate {name}: {category} on {metric} ({CATEGORY_MEANING.get(category, '')})"
+            )
+    return out
 
 
 def gate_category(g: GateResult, reports: Mapping[str, StageReport]) -> str | None:

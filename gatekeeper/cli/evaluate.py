@@ -38,25 +38,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _blocking_categories(verdict: Verdict, artifacts: Path) -> None:
-    """One line per blocking gate with its failure category, so that the job log alone names the cause
-    (``gatekeeper analyze`` reads it: the gatekeeper-failed-* signatures of analyze/known_issues.yaml).
-    The category is the one the diagnosis takes from the artifacts (analyze/structured.py); the artifacts are read
-    again only for a blocked verdict."""
-    if not verdict.blocking_gates:
-        return
-    from gatekeeper.analyze.structured import gate_category
-    from gatekeeper.contract.failures import CATEGORY_MEANING
-    from gatekeeper.contract.stage_report import read_artifacts
-    from gatekeeper.core import escape
+    from gatekeeper.analyze.structured import blocking_lines
 
-    reports = read_artifacts(artifacts) if artifacts.is_dir() else {}
-    for g in verdict.blocking_gates:
-        category = gate_category(g, reports)
-        if category is None:  # a junit: gate: the failed tests' own lines in the log say more
-            continue
-        meaning = CATEGORY_MEANING.get(category, "")
-        name, metric = (escape.terminal(x, newlines=False) for x in (g.name, g.metric))  # one line each
-        terminal.err(f"gatekeeper: blocking gate {name}: {category} on {metric} ({meaning})")
+    for line in blocking_lines(verdict, artifacts):
+        terminal.err(line)
 
 
 def _not_selected(stages: str | None) -> frozenset[str]:
