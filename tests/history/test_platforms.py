@@ -94,22 +94,21 @@ def test_a_move_on_rocm_only_with_a_miopen_change_is_the_platforms_and_names_mio
     assert ": platform\n" in table
 
 
-def test_a_move_on_both_platforms_is_the_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    db = _store(tmp_path, rocm_after=1.08, cuda_after=1.07)
-    _, out = _json(capsys, "--history", f"sqlite:{db}", "--commit", _commit(4))
-    [finding] = out["findings"]
-    assert finding["call"] == "code"
-    assert "moved up on every platform" in finding["why"]
-
-
-def test_a_move_on_rocm_only_with_the_same_stack_is_a_path_only_rocm_takes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("rocm", "cuda", "call", "says"),
+    [
+        (1.08, 1.07, "code", "moved up on every platform"),  # both moved: the code's
+        (1.08, 1.0, "platform", "did not change, so the commits changed a path only it takes"),  # the same stack
+    ],
+)
+def test_a_move_on_both_platforms_is_the_codes_and_on_one_with_its_stack_unchanged_a_path_only_it_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rocm: float, cuda: float, call: str, says: str
 ) -> None:
-    db = _store(tmp_path, rocm_after=1.08, cuda_after=1.0)
+    db = _store(tmp_path, rocm_after=rocm, cuda_after=cuda)
     _, out = _json(capsys, "--history", f"sqlite:{db}", "--commit", _commit(4))
     [finding] = out["findings"]
-    assert finding["call"] == "platform"
-    assert "did not change, so the commits changed a path only it takes" in finding["why"]
+    assert finding["call"] == call
+    assert says in finding["why"]
 
 
 def test_opposite_moves_are_mixed_and_nothing_moved_is_no_change(
