@@ -159,9 +159,15 @@ def test_without_a_usable_baseline_the_first_round_is_the_run(tmp_path: Path, mo
     other = _ctx(tmp_path)
     other.config = {**CONFIG, "batch_size": 16}
     assert "has no comparable performance_baseline result" in rounds.load_baseline(other, _store(tmp_path)).note
-    missing = rounds.load_baseline(ctx, str(tmp_path / "nowhere"))
+    missing = rounds.load_baseline(ctx, str(tmp_path / "nowhere"))  # a first run: the directory is not there yet
     assert missing.samples is None
-    assert "could not be read" in missing.note
+    assert "has no comparable performance_baseline result" in missing.note
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "performance_baseline.json").write_text("{", encoding="utf-8")
+    unread = rounds.load_baseline(ctx, str(broken))
+    assert unread.samples is None
+    assert "could not be read" in unread.note
     with pytest.raises(InputError):
         rounds.load_baseline(ctx, "nosuchstore:x")
     # a pipeline's first run (make demo on a fresh checkout): the store it will record into does not exist yet
