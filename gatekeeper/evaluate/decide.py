@@ -50,12 +50,15 @@ class Inputs:
 
 
 def evaluate(inputs: Inputs) -> Verdict:
-    facts = _facts(inputs)
-    active, expired = _split_waivers(inputs.gates.waivers, inputs.today, facts, inputs.environ)
+    facts = _Facts(inputs)
+    stage_of = {g.name: g.stage for g in inputs.gates.gates}
+    active, expired = _split_waivers(inputs.gates.waivers, inputs.today, facts, stage_of, inputs.environ)
     waived_checks = _waived_checks(active, inputs.reports)
     results = [
         named(
-            _evaluate_gate(point, inputs, facts=facts, active=active, expired=expired, waived_checks=waived_checks),
+            _evaluate_gate(
+                point, inputs, facts=facts.of(point.stage), active=active, expired=expired, waived_checks=waived_checks
+            ),
             label,
         )
         for gate in inputs.gates.for_channel(inputs.channel)
@@ -122,24 +125,43 @@ def _device_required(inputs: Inputs) -> GateResult | None:
     )
 
 
-def _facts(inputs: Inputs) -> dict[str, str | None]:
-    env = next(iter(inputs.reports.values())).environment if inputs.reports else None
-    return {
-        "channel": inputs.channel,
-        "device_kind": env.device_kind if env else None,
-        "gfx_arch": env.gfx_arch if env else None,
-        "rocm_version": env.rocm_version if env else None,
-        "torch_version": env.torch_version if env else None,
-    }
+_FACTS = ("device_kind", "gfx_arch", "rocm_version", "torch_version")
+DIFFER = "different in each stage"  # a fact the stages disagree on, for a gate of no one stage
+
+
+class _Facts:
+    """What ``when:`` conditions are judged on: the channel, and the stack of the stage the gate (or the
+    waiver's gate) judges. Each stage job may run on another runner, so a gate of one stage is never decided by
+    another stage's device; a gate of no one stage (``junit:``) gets the facts every stage shares, and
+    ``DIFFER`` for one they do not (no value a condition names: the condition is unmet, never met by chance)."""
+
+    def __init__(self, inputs: Inputs) -> None:
+        self.channel = inputs.channel
+        self.by_stage = {
+            name: {f: getattr(r.environment, f) for f in _FACTS} for name, r in inputs.reports.items()
+        }  # fmt: skip
+        common: dict[str, str | None] = {}
+        for f in _FACTS:
+            values = {facts[f] for facts in self.by_stage.values()}
+            common[f] = values.pop() if len(values) == 1 else (DIFFER if values else None)
+        self.common = common
+
+    def of(self, stage: str | None) -> dict[str, str | None]:
+        return {"channel": self.channel, **self.by_stage.get(stage or "", self.common)}
 
 
 def _split_waivers(
-    waivers: tuple[Waiver, ...], today: dt.date, facts: Mapping[str, str | None], environ: Mapping[str, str]
+    waivers: tuple[Waiver, ...],
+    today: dt.date,
+    facts: _Facts,
+    stage_of: Mapping[str, str | None],
+    environ: Mapping[str, str],
 ) -> tuple[list[Waiver], list[Waiver]]:
+    """Active and expired waivers; one whose ``when:`` does not hold for its gate's stage is neither."""
     active: list[Waiver] = []
     expired: list[Waiver] = []
     for w in waivers:
-        if w.when and w.when.unmet(facts, environ):
+        if w.when and w.when.unmet(facts.of(stage_of.get(w.gate)), environ):
             continue
         (expired if w.expired(today) else active).append(w)
     return active, expired

@@ -223,3 +223,34 @@ def test_missing_metric_gives_the_skipped_checks_reason():
     v = run(g, [report("performance_baseline", {"x": 1.0}, checks=checks)])
     assert one(v).outcome is Outcome.SKIPPED
     assert "did not measure memory_growth_mb_per_hour.ci_low: memory growth needs at least 600 s" in one(v).reason
+
+
+def test_a_when_condition_is_judged_on_the_stack_of_its_own_stage():
+    """Each stage job may land on another runner: verify_hip on an MI210 (gfx90a), functional_test on an MI300
+    (gfx942). A gfx942-only gate (and waiver) of functional_test is decided by functional_test's device, not by
+    whichever report comes first; a gate of no one stage (junit:) sees 'different in each stage' and is skipped."""
+    mi210 = env(gfx_arch="gfx90a:sramecc+:xnack-")
+    mi300 = env(gfx_arch="gfx942:sramecc+:xnack-")
+    only = {"when": {"gfx_arch": "gfx942"}}
+    g = gates(
+        {
+            "cov": {**COV, **only},
+            "dev": {"metric": "verify_hip.device_available", "pass": ">= 1", **only},
+            "unit": {"junit": "reports/*.xml", "metric": "pass_rate", "pass": ">= 1.0", **only},
+        },
+        waivers=[{"gate": "cov", "reason": "r", "owner": "o", "expires": "2027-01-31", **only}],
+    )
+    reports = [
+        report("verify_hip", {"device_available": 0.0}, environment=mi210),  # first: it decided every gate
+        report("functional_test", {"op_pass_rate": 0.5}, environment=mi300),
+    ]
+    s = JUnitSummary(("reports/a.xml",), tests=10, failures=1)
+    by_name = {r.name: r for r in run(g, reports, junit={"unit": s}).gates}
+    assert by_name["cov"].outcome is Outcome.WAIVED  # judged (0.5 fails) and waived, both on gfx942
+    assert by_name["dev"].outcome is Outcome.SKIPPED
+    assert "(this run: gfx90a)" in by_name["dev"].reason
+    assert by_name["unit"].outcome is Outcome.SKIPPED
+    assert "(this run: different in each stage)" in by_name["unit"].reason
+    same = [report("verify_hip", {"device_available": 0.0}, environment=mi300), reports[1]]
+    by_name = {r.name: r for r in run(g, same, junit={"unit": s}).gates}
+    assert by_name["unit"].outcome is Outcome.FAIL  # one stack in every stage: the junit gate applies
