@@ -203,18 +203,25 @@ def test_level_shift_is_welchs_test_two_sided_and_equivalence_needs_both_sides()
     assert level_shift((0.0, 2e-4, 10), (-0.05, 2e-4, 10)).direction == "inconclusive"
 
 
+def _nights(tmp_path: Path, nights: int) -> tuple[Path, np.random.Generator]:
+    """``nights`` nights on ROCm and CUDA at the same commits: ROCm 5% slower from night 7 with MIOpen 3.3,
+    CUDA flat."""
+    db = tmp_path / "h.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(5)
+    for n in range(1, nights + 1):
+        miopen = "3.3.0" if n >= 7 else "3.2.0"
+        _record(store, n, env(**ROCM, extra={"miopen_version": miopen}), 10.0 * (1.05 if n >= 7 else 1.0), rng)
+        _record(store, n, env(**CUDA), 8.0, rng)
+    return db, rng
+
+
 def test_history_changes_says_for_a_change_on_rocm_that_cuda_did_not_move(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A 5% step on ROCm at night 7 with a new MIOpen, CUDA flat over the same commits: the change point
     says it is the platform's, and names MIOpen (the loop from "when" to "whose")."""
-    db = tmp_path / "h.db"
-    store = SqliteStore(db, create=True)
-    rng = np.random.default_rng(5)
-    for n in range(1, 13):
-        miopen = "3.3.0" if n >= 7 else "3.2.0"
-        _record(store, n, env(**ROCM, extra={"miopen_version": miopen}), 10.0 * (1.05 if n >= 7 else 1.0), rng)
-        _record(store, n, env(**CUDA), 8.0, rng)
+    db, _ = _nights(tmp_path, 12)
     main(["history", "changes", "--history", f"sqlite:{db}", "--format", "json"])
     [change] = json.loads(capsys.readouterr().out)["changes"]
     assert (change["device_kind"], change["index"]) == ("rocm", 6)
@@ -247,13 +254,7 @@ def test_the_history_change_gate_says_whose_change_it_is(tmp_path: Path) -> None
     from gatekeeper.evaluate.gates import default_gates_path
     from gatekeeper.evaluate.run import run_evaluate
 
-    db = tmp_path / "h.db"
-    store = SqliteStore(db, create=True)
-    rng = np.random.default_rng(5)
-    for n in range(1, 11):
-        miopen = "3.3.0" if n >= 7 else "3.2.0"
-        _record(store, n, env(**ROCM, extra={"miopen_version": miopen}), 10.0 * (1.05 if n >= 7 else 1.0), rng)
-        _record(store, n, env(**CUDA), 8.0, rng)
+    db, rng = _nights(tmp_path, 10)
     artifacts = tmp_path / "night-11"
     write_stage(_perf(10.5, rng, env(**ROCM, extra={"miopen_version": "3.3.0"})), artifacts)
     verdict = run_evaluate(
