@@ -16,6 +16,7 @@ from gatekeeper.contract.junit import JUnitSummary
 from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict, WaivedCheck
 from gatekeeper.core.ci_context import PipelineContext
+from gatekeeper.evaluate.facts import Facts
 from gatekeeper.evaluate.gates import Gate, Gates, Waiver
 from gatekeeper.evaluate.history_gate import anchor_words, history_gate
 from gatekeeper.evaluate.judge import holm_adjust, judge_gate, uses_judge
@@ -50,7 +51,7 @@ class Inputs:
 
 
 def evaluate(inputs: Inputs) -> Verdict:
-    facts = _Facts(inputs)
+    facts = Facts(inputs.channel, inputs.reports)
     stage_of = {g.name: g.stage for g in inputs.gates.gates}
     active, expired = _split_waivers(inputs.gates.waivers, inputs.today, facts, stage_of, inputs.environ)
     waived_checks = _waived_checks(active, inputs.reports)
@@ -125,35 +126,10 @@ def _device_required(inputs: Inputs) -> GateResult | None:
     )
 
 
-_FACTS = ("device_kind", "gfx_arch", "rocm_version", "torch_version")
-DIFFER = "different in each stage"  # a fact the stages disagree on, for a gate of no one stage
-
-
-class _Facts:
-    """What ``when:`` conditions are judged on: the channel, and the stack of the stage the gate (or the
-    waiver's gate) judges. Each stage job may run on another runner, so a gate of one stage is never decided by
-    another stage's device; a gate of no one stage (``junit:``) gets the facts every stage shares, and
-    ``DIFFER`` for one they do not (no value a condition names: the condition is unmet, never met by chance)."""
-
-    def __init__(self, inputs: Inputs) -> None:
-        self.channel = inputs.channel
-        self.by_stage = {
-            name: {f: getattr(r.environment, f) for f in _FACTS} for name, r in inputs.reports.items()
-        }  # fmt: skip
-        common: dict[str, str | None] = {}
-        for f in _FACTS:
-            values = {facts[f] for facts in self.by_stage.values()}
-            common[f] = values.pop() if len(values) == 1 else (DIFFER if values else None)
-        self.common = common
-
-    def of(self, stage: str | None) -> dict[str, str | None]:
-        return {"channel": self.channel, **self.by_stage.get(stage or "", self.common)}
-
-
 def _split_waivers(
     waivers: tuple[Waiver, ...],
     today: dt.date,
-    facts: _Facts,
+    facts: Facts,
     stage_of: Mapping[str, str | None],
     environ: Mapping[str, str],
 ) -> tuple[list[Waiver], list[Waiver]]:
