@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import socket
 import sys
 from collections.abc import Mapping
@@ -15,8 +16,9 @@ from pathlib import Path
 from typing import Literal
 
 from gatekeeper.contract.stage_report import Environment
-from gatekeeper.core import budgets
+from gatekeeper.core import budgets, proc
 from gatekeeper.core.errors import InputError
+from gatekeeper.machine import gpu_state
 from gatekeeper.machine.probes import versions
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "detect",
     "environment",
     "read_amdgpu_driver_version",
+    "read_gpu_settings",
     "read_rocm_version",
     "resolve_channel",
     "rocm_root",
@@ -149,6 +152,11 @@ def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
     collectives = _nccl_version() if info.kind in ("rocm", "cuda") else None
     if collectives:  # RCCL sits behind the NCCL API on ROCm (gatekeeper history changes names it)
         extra["rccl_version" if info.kind == "rocm" else "nccl_version"] = collectives
+    if info.is_gpu:  # the settings a baseline must share (gatekeeper.contract.gpu_state)
+        settings, why = read_gpu_settings(info.kind)
+        extra.update(settings)
+        if why:
+            extra["gpu_settings_unknown"] = why
     return Environment(
         torch_version=torch.__version__,
         torch_git_hash=getattr(torch.version, "git_version", None),
@@ -166,6 +174,29 @@ def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
         channel=resolve_channel(channel, torch.__version__),
         extra=extra,
     )
+
+
+_SMI_TIMEOUT_S = 15.0
+
+
+def read_gpu_settings(kind: str, environ: Mapping[str, str] | None = None) -> tuple[dict[str, str | float], str]:
+    """(the GPU settings of the job's devices, "") or ({}, why none could be read): power cap, performance
+    level, partitions (rocm-smi); power limit, application clock, persistence, compute, ECC and MIG mode
+    (nvidia-smi). Which devices: ``gatekeeper.machine.gpu_state``."""
+    environ = os.environ if environ is None else environ
+    if kind not in ("rocm", "cuda"):
+        return {}, "no GPU"
+    tool = "rocm-smi" if kind == "rocm" else "nvidia-smi"
+    if shutil.which(tool, path=environ.get("PATH")) is None:
+        return {}, f"{tool} not found on PATH"
+    argv = [tool] if kind == "rocm" else [tool, f"--query-gpu={','.join(gpu_state.NVIDIA_QUERY)}", "--format=csv"]
+    res = proc.run(argv, timeout=_SMI_TIMEOUT_S, env=environ)
+    if not res.ok:
+        return {}, f"{tool} {res.describe()}"
+    indices = gpu_state.visible_indices(kind, environ)
+    parse = gpu_state.from_rocm_smi if kind == "rocm" else gpu_state.from_nvidia_smi
+    settings = parse(res.stdout, indices)
+    return (settings, "") if settings else ({}, f"{tool} reported none of the settings")
 
 
 def _nccl_version() -> str | None:

@@ -77,6 +77,13 @@ CHECKS = (
         "check that rocm-smi / amd-smi / nvidia-smi run on the runner",
     ),
     CheckKind(
+        "gpu_settings",
+        "infra_error",
+        "the GPU's power cap, performance level and partitions did not change while the timings ran",
+        "keep the runner's GPU settings fixed for the whole job (no other job or agent may run rocm-smi "
+        "--setperflevel / --setpoweroverdrive or nvidia-smi -pl on it), then run the stage again",
+    ),
+    CheckKind(
         "memory_growth",
         "performance_regression",
         "allocated memory does not grow while the model runs",
@@ -240,6 +247,7 @@ def run(ctx: StageContext) -> None:
         with ctx.rec.group("timing", header):
             results, clocks, _ = rounds.measure_rounds(ctx, base_cfg, found)
             measure.clocks_check(ctx, clocks)
+            measure.settings_check(ctx)
         if results:
             ctx.rec.summary.update(measure.record_timing(ctx, results, clocks, base_cfg["batch_size"]))
     if soak_s is not None:
@@ -289,6 +297,7 @@ def run_sweep(
             converged.append(all(r["warmup_converged"] for r in results))
             rows.append({**row, "status": "measured", "seconds": round(time.monotonic() - t0, 2), **summary})
         measure.clocks_check(ctx, all_clocks)
+        measure.settings_check(ctx)
     if converged:  # the judge reads the plain metric: one unconverged point makes the timings inconclusive
         rec.metric(
             "warmup_converged", 1.0 if all(converged) else 0.0, "bool", "higher", description="every sweep point"

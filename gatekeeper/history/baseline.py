@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gatekeeper.contract import gpu_state
 from gatekeeper.contract.stage_report import Environment, StageReport
 
 __all__ = [
@@ -135,6 +136,10 @@ def comparability(baseline: StageReport, candidate: StageReport) -> str | None:
     for key in ("model", "batch_size", "input_shape", "sweep"):
         if baseline.config.get(key) != candidate.config.get(key):
             return f"baseline used {key}={baseline.config.get(key)!r}, this run {key}={candidate.config.get(key)!r}"
+    # a power cap or a performance level moves the timings as a regression does: a baseline taken with other
+    # settings is another machine (a setting only one side recorded is not known to differ)
+    for label, before, after in gpu_state.differences(b.extra, c.extra):
+        return f"baseline ran with {label} {before}, this run with {after}"
     return None
 
 

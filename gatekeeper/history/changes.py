@@ -4,7 +4,8 @@ Every recorded metric is a series per (stage, channel, device, configuration, br
 model on one kind of GPU, oldest first. ``gatekeeper.stats.changepoint`` finds where each series moved;
 this module names the first run after each move (pipeline, commit, date) and the stack components that
 differ between the run before and that run: torch, ROCm/HIP/CUDA, MIOpen, RCCL, the driver, Python, the
-model configuration, gatekeeper's version and the job's image.
+model configuration, gatekeeper's version and the job's image; and the GPU's settings (power cap,
+performance level, partitions: ``gatekeeper.contract.gpu_state``).
 
 A change is *confirmed* once a release manager moved the anchor to a run at or after it, or a release
 was recorded after it (``gatekeeper.history.anchor``); evaluate's ``history-change`` gate warns only
@@ -19,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.contract.gpu_state import GPU_STATE
+from gatekeeper.contract.gpu_state import text as gpu_state_text
 from gatekeeper.history.points import MetricColumn, metric_columns
 from gatekeeper.history.sql_schema import AnchorMark, SeriesRow
 from gatekeeper.stats.changepoint import ALPHA, ChangePoint, level_changes
@@ -44,6 +47,7 @@ STACK = (
     ("model config", "config"),
     ("gatekeeper", "stack:gatekeeper"),
     ("image", "stack:image"),
+    *((label, f"extra:{key}") for key, label, _ in GPU_STATE),  # the runner's settings, not its software
 )
 _CONFIG_KEYS = ("model", "batch_size", "input_shape", "sweep")  # a different value: a different series
 
@@ -146,6 +150,7 @@ def stack_of(row: SeriesRow) -> dict[str, str | None]:
             value = env.get(name)
         elif kind == "extra":
             value = extra.get(name)  # type: ignore[union-attr]
+            value = None if value is None else gpu_state_text(name, value)  # with its unit: "750 W"
         elif kind == "stack":
             value = row.stack.get(name)
         else:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.contract import gpu_state
 from gatekeeper.contract.metric_points import point_label, point_name
 from gatekeeper.core import proc
 from gatekeeper.kernel_cache.key import cache_env
@@ -96,6 +97,25 @@ def clocks_check(ctx: StageContext, clocks: list[dict[str, Any]]) -> None:
         if all("reason" in c for c in clocks):
             raise SkipCheck("; ".join(sorted({c["reason"] for c in clocks})))
         h.message = f"recorded for {len(clocks) - sum('reason' in c for c in clocks)} of {len(clocks)} processes"
+
+
+def settings_check(ctx: StageContext) -> None:
+    """The GPU settings read when the job started are still the settings after the timings: a power cap or a
+    performance level changed in between (another job, a node agent) means the timings mix two machines."""
+    from stages.device import read_gpu_settings
+
+    with ctx.rec.check("gpu_settings") as h:
+        if not ctx.device.is_gpu:
+            raise SkipCheck("no GPU: the settings are a GPU's")
+        before = gpu_state.state_of(ctx.environment.extra)
+        if not before:
+            raise SkipCheck(str(ctx.environment.extra.get("gpu_settings_unknown") or "no GPU setting was read"))
+        after, why = read_gpu_settings(ctx.device.kind)
+        changed = gpu_state.differences(before, after)
+        assert not changed, "changed during the timings: " + "; ".join(f"{k} {a} -> {b}" for k, a, b in changed)
+        if not after:
+            raise SkipCheck(f"read at the start, not after the timings: {why}")
+        h.message = gpu_state.describe(before)
 
 
 def record_timing(

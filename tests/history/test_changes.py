@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +20,9 @@ from gatekeeper.history.sqlite import SqliteStore
 from tests.support.builders import env, report
 
 
-def _perf(level: float, rng: np.random.Generator, torch: str = "2.5.1+rocm6.2") -> StageReport:
+def _perf(
+    level: float, rng: np.random.Generator, torch: str = "2.5.1+rocm6.2", extra: dict[str, Any] | None = None
+) -> StageReport:
     samples = [list(level * np.exp(rng.normal(0, 0.01)) * np.exp(rng.normal(0, 0.01, 20))) for _ in range(10)]
     return report(
         "performance_baseline",
@@ -27,7 +30,7 @@ def _perf(level: float, rng: np.random.Generator, torch: str = "2.5.1+rocm6.2") 
             "latency_ms": Metric.of(float(np.median(np.concatenate(samples))), "ms", "lower", samples),
             "throughput_cv": Metric.of(0.01, "ratio", "lower"),
         },
-        environment=env(torch_version=torch),
+        environment=env(torch_version=torch, extra=extra or {}),
     )
 
 
@@ -81,6 +84,49 @@ def test_a_step_after_night_six_is_named_at_the_right_run_with_the_stack_differe
     table = capsys.readouterr().out
     assert "at run 7 of 12" in table
     assert "first run after: pipeline 1007" in table
+
+
+def test_a_lower_power_cap_is_named_at_its_change_point_and_never_taken_for_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The runner's power cap lowered from 750 W to 550 W after night 6: 15% slower, and not the code's."""
+    db = tmp_path / "history.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(5)
+
+    def cap(watts: float) -> dict[str, Any]:
+        return {"gpu_perf_level": "auto", "gpu_power_cap_w": watts}
+
+    for night in range(1, 13):
+        capped = night > 6
+        store.save(_perf(11.5 if capped else 10.0, rng, extra=cap(550.0 if capped else 750.0)), _night(night))
+    assert main(["history", "changes", "--history", f"sqlite:{db}", "--metric", "latency_ms", "--format", "json"]) == 0
+    [change] = json.loads(capsys.readouterr().out)["changes"]
+    assert change["first_run"]["pipeline_id"] == "1007"
+    assert change["stack_changes"] == [{"component": "GPU power cap", "before": "750 W", "after": "550 W"}]
+
+    environ = {"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_REF_NAME": "main", "CI_DEFAULT_BRANCH": "main"}
+    not_selected = frozenset({"verify_hip", "functional_test", "compatibility_check"})
+
+    def latency_gate(level: float, watts: float, history: Path) -> Any:
+        artifacts = tmp_path / f"night-13-{watts:.0f}-{history.stem}"
+        write_stage(_perf(level, np.random.default_rng(13), extra=cap(watts)), artifacts)
+        verdict = run_evaluate(
+            artifacts=artifacts, gates_path=default_gates_path(cwd=Path("/nonexistent-dir")), out=artifacts,
+            baseline=f"sqlite:{history}", environ=environ, not_selected=not_selected,
+        )  # fmt: skip
+        return next(g for g in verdict.gates if g.name == "latency-median")
+
+    # the baseline is the newest run with the same settings: night 12 at 550 W, the same level: a pass
+    assert latency_gate(11.5, 550.0, db).outcome.value == "pass"
+    # a store of 750 W nights only: not comparable, said in plain words, never "15% slower"
+    early = tmp_path / "early.db"
+    early_store = SqliteStore(early, create=True)
+    for night in range(1, 7):
+        early_store.save(_perf(10.0, rng, extra=cap(750.0)), _night(night))
+    gate = latency_gate(11.5, 550.0, early)
+    assert (gate.outcome.value, gate.blocking) == ("warn", False), gate.reason
+    assert "baseline ran with GPU power cap 750 W, this run with 550 W" in gate.reason
 
 
 def test_an_a_a_history_has_no_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from tests.support.builders import env, report
 LIKE = report("performance_baseline")  # rocm gfx90a, ROCm 6.2.4, stable channel
 
 
-def _run(run_id: str, *, status: str = "passed", **environment: str) -> tuple[RunInfo, StageReport]:
+def _run(run_id: str, *, status: str = "passed", **environment: Any) -> tuple[RunInfo, StageReport]:
     return RunInfo(run_id=run_id), report("performance_baseline", status=status, environment=env(**environment))
 
 
@@ -57,3 +58,20 @@ def test_passed_only_refuses_a_stage_that_did_not_pass() -> None:
     assert _id(found) == "3"
     # a stage that did not pass says so; comparability's reason comes first when both apply
     assert reasons == ["the baseline stage failed", "baseline ran on channel nightly, this run on stable"]
+
+
+def test_a_baseline_taken_with_other_gpu_settings_is_another_machine() -> None:
+    capped = report("performance_baseline", environment=env(extra={"gpu_power_cap_w": 550.0, "gpu_perf_level": "auto"}))
+    candidates = [
+        _run("1", extra={"gpu_power_cap_w": 750.0, "gpu_perf_level": "auto"}),
+        _run("2", extra={"gpu_power_cap_w": 550.0, "gpu_perf_level": "high"}),
+        _run("3", extra={"gpu_power_cap_w": 550.0, "gpu_perf_level": "auto"}),
+    ]
+    found, reasons = first_comparable(candidates, capped)
+    assert _id(found) == "3"
+    assert reasons == [
+        "baseline ran with GPU power cap 750 W, this run with 550 W",
+        "baseline ran with GPU performance level high, this run with auto",
+    ]
+    # a record from before the settings were kept, or a runner whose tool did not say: not known to differ
+    assert _id(first_comparable([_run("4")], capped)[0]) == "4"

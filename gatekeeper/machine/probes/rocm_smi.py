@@ -39,8 +39,11 @@ class SmiDevice:
     vram_total_bytes: int | None = None  # --showmeminfo vram
     vram_used_bytes: int | None = None
     gpu_percent: float | None = None
-    partition: str | None = None
+    partition: str | None = None  # the concise table's "Partitions" cell as printed ("NPS1, SPX")
     gfx_version: str | None = None  # "GFX Version" as printed ("gfx9010")
+    perf_level: str | None = None  # "auto", "high", "manual", "stable_peak", "determinism", ...
+    memory_partition: str | None = None  # "NPS1" (MI300: how HBM is interleaved)
+    compute_partition: str | None = None  # "SPX", "CPX" (MI300: how many devices the GPU shows as)
 
     @property
     def gfx(self) -> str | None:
@@ -83,6 +86,9 @@ _PCT = re.compile(_NUM + r"\s*%")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _MHZ = re.compile(r"\d+\s*Mhz|None\b", re.I)
 _SECTION_LINE = re.compile(r"^GPU\[(\d+)\]\s*:\s*(.*)$")
+# every table layout ends "... Fan  Perf  PwrCap  VRAM%  GPU%": the performance level is the word between
+# the fan cell (a percentage or N/A) and the power cap
+_PERF_CELL = re.compile(r"(?:\d+(?:\.\d+)?%|N/A)\s+([a-z][a-z_]*)\s+(?:-?\d+(?:\.\d+)?\s*W\b|N/A|Unsupported)")
 _NA = {"", "N/A", "n/a", "None", "Not supported", "UNKNOWN"}
 
 
@@ -162,11 +168,14 @@ def _table_row(index: int, rest: str, b: _Builder) -> None:
     temp = _TEMP.search(rest)
     powers = list(_POWER.finditer(rest))
     pcts = _PCT.findall(rest)
+    perf = _PERF_CELL.search(rest)
     partition = None
     if powers:
         tail = rest[powers[0].end() :]
         mhz = _MHZ.search(tail)
         partition = _clean(tail[: mhz.start()] if mhz else "")
+    # the concise table's "Partitions" header says "(Mem, Compute[, ID])"
+    cells = [_clean(c) for c in (partition or "").split(",")]
     b.fill(
         index,
         device_id=hexes[0].lower() if hexes else None,
@@ -176,6 +185,9 @@ def _table_row(index: int, rest: str, b: _Builder) -> None:
         vram_percent=float(pcts[-2]) if len(pcts) >= 2 else None,
         gpu_percent=float(pcts[-1]) if pcts else None,
         partition=partition,
+        perf_level=_clean(perf.group(1)) if perf else None,
+        memory_partition=cells[0] if len(cells) >= 2 else None,
+        compute_partition=cells[1] if len(cells) >= 2 else None,
     )
 
 
@@ -208,6 +220,10 @@ def _apply_key(b: _Builder, index: int, key: str, value: str) -> None:
         b.fill(index, power_cap_w=_num(value))
     elif "Graphics Package Power (W)" in key:
         b.fill(index, power_w=_num(value))
+    elif key == "Performance Level":
+        b.fill(index, perf_level=_clean(value))
+    elif key in ("Compute Partition", "Memory Partition"):
+        b.fill(index, **{"compute_partition" if key.startswith("Compute") else "memory_partition": _clean(value)})
     elif key in ("GPU use (%)",):
         b.fill(index, gpu_percent=_num(value))
     elif key in ("GPU memory use (%)", "GPU Memory Allocated (VRAM%)"):
