@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["PipelineContext"]
+__all__ = ["PIPELINE_KINDS", "PipelineContext"]
+
+PIPELINE_KINDS = ("tag", "merge_request", "schedule", "branch", "local")  # PipelineContext.kind
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,18 @@ class PipelineContext:
     @property
     def in_ci(self) -> bool:
         return self.pipeline_source is not None
+
+    @property
+    def kind(self) -> str:
+        """What ``when: {pipeline: ...}`` matches: tag, merge_request, schedule, branch (a push, the web, the
+        API, a trigger on a branch) or local (outside CI)."""
+        if self.tag:
+            return "tag"
+        if self.is_merge_request:
+            return "merge_request"
+        if self.pipeline_source == "schedule":
+            return "schedule"
+        return "branch" if self.in_ci else "local"
 
     @property
     def is_merge_request(self) -> bool:

@@ -51,7 +51,7 @@ class Inputs:
 
 
 def evaluate(inputs: Inputs) -> Verdict:
-    facts = Facts(inputs.channel, inputs.reports)
+    facts = Facts(inputs.channel, inputs.reports, PipelineContext.from_env(inputs.environ).kind)
     stage_of = {g.name: g.stage for g in inputs.gates.gates}
     active, expired = _split_waivers(inputs.gates.waivers, inputs.today, facts, stage_of, inputs.environ)
     waived_checks = _waived_checks(active, inputs.reports)

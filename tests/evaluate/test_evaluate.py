@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from gatekeeper.contract.junit import JUnitSummary
 from gatekeeper.contract.stage_report import Check
 from gatekeeper.contract.verdict import Outcome
+from gatekeeper.core.errors import InputError
 from gatekeeper.core.exitcodes import ExitCode
 from gatekeeper.evaluate.decide import Inputs, evaluate
 from gatekeeper.evaluate.gates import parse_gates
@@ -180,6 +183,23 @@ def test_when_conditions_skip_with_reason():
     assert "GATEKEEPER_REQUIRE_DEVICE=1" in one(v).reason
     v = run(g, r, environ={"GATEKEEPER_REQUIRE_DEVICE": "1"})
     assert one(v).outcome is Outcome.FAIL
+
+
+def test_a_pipeline_condition_is_the_jobs_own_kind_of_pipeline():
+    g = gates({"cov": {**COV, "when": {"pipeline": ["tag", "schedule"]}}})
+    r = [report("functional_test", {"op_pass_rate": 0.8})]
+    assert one(run(g, r, environ={"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v2.1.0"})).outcome is Outcome.FAIL
+    assert one(run(g, r, environ={"CI_PIPELINE_SOURCE": "schedule"})).outcome is Outcome.FAIL
+    mr = run(g, r, environ={"CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "7"})
+    assert one(mr).outcome is Outcome.SKIPPED
+    assert one(mr).reason == "not evaluated: applies only when pipeline is tag or schedule (this run: merge_request)"
+    assert "(this run: branch)" in one(run(g, r, environ={"CI_PIPELINE_SOURCE": "push"})).reason
+    assert "(this run: local)" in one(run(g, r)).reason
+    # an artifact cannot claim the kind of pipeline: only the job's variables say it
+    forged = [report("functional_test", {"op_pass_rate": 0.8}, environment=env(extra={"pipeline": "tag"}))]
+    assert one(run(g, forged)).outcome is Outcome.SKIPPED
+    with pytest.raises(InputError, match="pipeline"):  # a misspelt kind would switch the gate off for good
+        gates({"cov": {**COV, "when": {"pipeline": "tags"}}})
 
 
 def test_junit_gate():

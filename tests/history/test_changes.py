@@ -174,6 +174,36 @@ def test_the_history_change_gate_warns_until_the_anchor_moves(
     assert "run 1010 (stable, rocm gfx90a): set by ann on" in capsys.readouterr().out
 
 
+def test_a_release_tag_is_blocked_over_a_change_nobody_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _store(tmp_path, nights=10)
+    artifacts = tmp_path / "v2.6.0"
+    write_stage(_perf(10.25, np.random.default_rng(11), "2.6.0+rocm6.2"), artifacts)
+
+    def gates(environ: dict[str, str]) -> dict[str, Any]:
+        verdict = run_evaluate(
+            artifacts=artifacts, gates_path=default_gates_path(cwd=Path("/nonexistent-dir")), out=artifacts,
+            baseline=f"sqlite:{db}", environ=environ, not_selected=frozenset({"verify_hip", "functional_test",
+            "compatibility_check"}),
+        )  # fmt: skip
+        return {g.name: g for g in verdict.gates if g.name in ("history-change", "release-change")}
+
+    tag = {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v2.6.0", "CI_COMMIT_REF_NAME": "v2.6.0"}
+    on_tag = gates(tag)
+    assert (on_tag["release-change"].outcome.value, on_tag["release-change"].blocking) == ("fail", True)
+    assert "torch 2.5.1+rocm6.2 -> 2.6.0+rocm6.2" in on_tag["release-change"].reason
+    assert not on_tag["history-change"].blocking  # the advisory gate stays advisory on a tag
+    nightly = gates({"CI_PIPELINE_SOURCE": "schedule", "CI_COMMIT_REF_NAME": "main"})
+    assert nightly["release-change"].outcome.value == "skipped"
+    assert "(this run: schedule)" in nightly["release-change"].reason
+    capsys.readouterr()
+    assert (
+        main(["history", "anchor", "--history", f"sqlite:{db}", "--set", "1010", "--by", "rm", "--reason", "ok"]) == 0
+    )
+    assert gates(tag)["release-change"].outcome.value == "pass"  # accepted: the release goes out
+
+
 SPAN_SEED = 0  # the first seed; most give a span of more than one run here (tests/history/test_changes.py)
 
 
