@@ -3,7 +3,8 @@
 ``changes`` lists the change points of every recorded metric with the stack difference at each;
 ``anchor`` shows the anchors set, or sets one (``--set RUN --by NAME --reason TEXT``); ``export`` and
 ``import`` move records between stores and files (and bring spooled records home); ``platforms`` says
-whether the metrics moved between two commits on every platform recorded (the code) or on some (theirs)."""
+whether the metrics moved between two commits on every platform recorded (the code) or on some (theirs);
+``alarms`` replays the baseline gates over the recorded history: how often each fails with nothing changed."""
 
 from __future__ import annotations
 
@@ -44,6 +45,17 @@ def _platforms(args: argparse.Namespace) -> int:
         channel=args.channel,
         min_effect=args.min_effect,
         fmt=args.format,
+    )
+    _warn(skipped)
+    print(text, end="")
+    return ExitCode.PASS
+
+
+def _alarms(args: argparse.Namespace) -> int:
+    from gatekeeper.evaluate.replay import alarms_report
+
+    text, skipped = alarms_report(
+        history=args.history, gates_path=args.gates, channel=args.channel, limit=args.limit, fmt=args.format
     )
     _warn(skipped)
     print(text, end="")
@@ -105,6 +117,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pl.add_argument("--min-effect", type=float, default=0.02, help="the smallest move that counts (default 0.02: 2%%)")
     pl.add_argument("--format", choices=["table", "json", "md"], default="table")
     pl.set_defaults(handler=_platforms)
+
+    al = verbs.add_parser(
+        "alarms", help="how often each baseline gate fails between recorded runs with nothing changed: its false alarms"
+    )
+    al.add_argument("--history", required=True, help=store_help)
+    al.add_argument("--gates", help="the gates file to replay (default: ./gates.yaml, else the built-in gates)")
+    al.add_argument("--channel", choices=["stable", "nightly"], help="only this channel")
+    al.add_argument("--limit", type=int, default=200, help="the newest runs of each stage to read (default 200)")
+    al.add_argument("--format", choices=["table", "json", "md"], default="table")
+    al.set_defaults(handler=_alarms)
 
     a = verbs.add_parser("anchor", help="show the anchors set, or set one (--set RUN --by NAME --reason TEXT)")
     a.add_argument("--history", required=True, help=store_help)

@@ -516,6 +516,11 @@ COMMANDS: dict[str, Command] = {
             ("history series",), 0,
         ),
         Command(
+            "history alarms",
+            ("history", "alarms", "--history", "sqlite:{root}/hist/history.db", "--gates", "{root}/gates.yaml"),
+            ("history row", "gates file"), 0,
+        ),
+        Command(
             "history export",
             ("history", "export", "--history", "sqlite:{root}/hist/history.db", "--out", "{root}/out/export.jsonl"),
             ("history row",), 0,
@@ -990,7 +995,8 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     # no store: evaluate's first run has none (its missing-data policy: the gate warns, --record creates it),
     # a command that only reads is told the path holds no store (exit 2)
     **{("evaluate", "history row", c): frozenset({3}) for c in ("empty", "dangling-symlink")},
-    **{(c, "history row", "empty"): frozenset({0}) for c in ("report", "matrix", "advise", "history export")},
+    **{(c, "history row", "empty"): frozenset({0})
+       for c in ("report", "matrix", "advise", "history export", "history alarms")},
     **{(c, i, "empty"): frozenset({0}) for c, i in (("history changes", "history series"),
                                                    ("history changes", "anchor row"), ("history anchor", "anchor row"))},
     # history platforms needs the run at --commit: a record whose stored medians do not read is skipped, and
