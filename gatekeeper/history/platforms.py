@@ -232,7 +232,7 @@ class _Sides:
             self._where[id(row)] = (group_key(row), len(rows))
             rows.append(row)
         self._columns: dict[tuple[Any, ...], dict[str, MetricColumn]] = {}
-        self._cuts: dict[tuple[tuple[Any, ...], str], list[tuple[int, int, int]]] = {}
+        self._cuts: dict[tuple[tuple[Any, ...], str], list[tuple[int, int]]] = {}  # spans of the change points
 
     def names(self, row: SeriesRow) -> set[str]:
         return set(self._column_of(self._where[id(row)][0]))
@@ -248,10 +248,13 @@ class _Sides:
         ia = next(i for i, r in enumerate(self._groups[ga]) if r.commit == head.commit)  # retries at the head too
         if (gb == ga and ib >= ia) or base.recorded_at >= self._groups[ga][ia].recorded_at:
             return [at_base], [at_head]
-        before, after = self._side(gb, ib, name, -1), self._side(ga, ia, name, +1)
-        if before is None or after is None:
+        col_b, col_a = self._column_of(gb)[name], self._column_of(ga)[name]
+        if min(len(col_b.rows), len(col_a.rows)) < 2 * MIN_SIZE:  # too short for the change scan to have looked
             return [at_base], [at_head]
-        return before, after
+        kb, ka = int(np.searchsorted(col_b.rows, ib)), int(np.searchsorted(col_a.rows, ia))
+        # where the judged move may lie (the first run at the new level): between the two runs in one series
+        gap_b, gap_a = ((kb + 1, ka), (kb + 1, ka)) if gb == ga else ((kb + 1, kb + 1), (ka, ka))
+        return self._side(gb, name, kb, gap_b, -1), self._side(ga, name, ka, gap_a, +1)
 
     def _run(self, row: SeriesRow, name: str) -> _Run | None:
         g, i = self._where[id(row)]
@@ -263,25 +266,24 @@ class _Sides:
             return None
         return float(col.levels[k]), float(col.within[k]), int(col.counts[k])
 
-    def _side(self, group: tuple[Any, ...], index: int, name: str, way: int) -> list[_Run] | None:
-        """The runs of ``group`` with ``name`` from row ``index`` back (``way`` -1) or forward (+1), within
-        the level of that row and ``RUNS_A_SIDE``; None when the series is too short to have been scanned."""
+    def _side(self, group: tuple[Any, ...], name: str, k: int, gap: tuple[int, int], way: int) -> list[_Run]:
+        """The runs of ``group`` with ``name`` from its ``k``-th back (``way`` -1) or forward (+1): at most
+        ``RUNS_A_SIDE``, none past a change point of the series whose span (every run it may lie at) misses
+        ``gap``. One whose span reaches into ``gap`` may be the judged move itself, misplaced by noise:
+        cutting there would shorten a side exactly when its nearest runs look like the other side's level,
+        and call such moves one platform's (the scan cannot tell two changes fewer than 3 runs apart anyway)."""
         col = self._column_of(group)[name]
-        n = len(col.rows)
-        if n < 2 * MIN_SIZE:
-            return None
-        k = int(np.searchsorted(col.rows, index))
         key = (group, name)
         if key not in self._cuts:
-            self._cuts[key] = [
-                (cp.index, *(cp.span or (cp.index, cp.index)))
-                for cp in level_changes(col.levels, col.within, counts=col.counts, alpha=ALPHA)
-            ]
+            spans = [(cp.index, *(cp.span or (cp.index, cp.index))) for cp in level_changes(
+                col.levels, col.within, counts=col.counts, alpha=ALPHA
+            )]  # fmt: skip
+            self._cuts[key] = [(min(at, first), max(at, last)) for at, first, last in spans]
         if way < 0:  # from the newest run sure to be at this level after each earlier change
-            lo = max([min(k, max(at, last)) for at, _, last in self._cuts[key] if at <= k], default=0)
+            lo = max([last for _, last in self._cuts[key] if last < gap[0]], default=0)
             picked = range(max(lo, k - RUNS_A_SIDE + 1), k + 1)
         else:  # to the last run sure to be at this level before each later change
-            hi = min([max(k, min(at, first) - 1) for at, first, _ in self._cuts[key] if at > k], default=n - 1)
+            hi = min([first - 1 for first, _ in self._cuts[key] if first > gap[1]], default=len(col.rows) - 1)
             picked = range(k, min(hi, k + RUNS_A_SIDE - 1) + 1)
         return [(float(col.levels[j]), float(col.within[j]), int(col.counts[j])) for j in picked]
 

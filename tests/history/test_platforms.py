@@ -327,7 +327,7 @@ def test_several_runs_a_side_show_no_move_at_3_percent_noise_where_one_run_canno
     [finding] = out["findings"]
     assert finding["call"] == "no change"
     for p in finding["platforms"]:
-        assert (p["runs_before"], p["runs_after"], p["unit"]) == (10, 10, "process")
+        assert (p["runs_before"], p["runs_after"]) == (10, 10)
         assert p["direction"] == "equivalent"
         assert p["base_run"]["commit"] == _sha(12)
     assert "runs before/after" not in finding["why"]  # said only when a side is short
