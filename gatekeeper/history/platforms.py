@@ -137,12 +137,14 @@ def platform_triage(
     min_effect: float = 0.02,
     store: str = "the store",
     skipped: Sequence[str] = (),
+    only: str | None = None,
 ) -> Triage:
     """Every metric of every series that ran ``commit``, judged per platform against ``base`` (see above).
 
     ``rows``: the store's series, oldest first. An unknown or ambiguous commit (or base) is an
     ``InputError`` naming the option (and, when the store could not read some records, the first reason:
-    ``skipped``); a series whose platforms cannot be matched is listed in ``unmatched``.
+    ``skipped``); a series whose platforms cannot be matched is listed in ``unmatched``. ``only``: the one
+    metric (its bare name) to read of each series, where the caller knows it (a change point's).
     """
     rows = list(rows)
     head = _resolve(rows, commit, "--commit", store, skipped)
@@ -165,7 +167,7 @@ def platform_triage(
             unmatched.append(f"{label}: no commit before {head[:12]} ran on every platform that ran it ({names})")
             continue
         bases = _newest_by_platform(r for r in series if r.commit == chosen)
-        findings += _judge(series[0], heads, bases, _Sides(series), metric, alpha=alpha, min_effect=min_effect)
+        findings += _judge(series[0], heads, bases, _Sides(series, only), metric, alpha=alpha, min_effect=min_effect)
     return Triage(head, tuple(sorted(findings, key=lambda f: (f.stage, f.metric))), tuple(unmatched))
 
 
@@ -179,7 +181,8 @@ def across_platforms(rows: Sequence[SeriesRow], before: SeriesRow, first: Series
     if len(platforms_of(series)) < 2:
         return None
     try:
-        triage = platform_triage(series, commit=first.commit, base=before.commit, metric=metric)
+        only = metric.removeprefix(f"{first.stage}.")
+        triage = platform_triage(series, commit=first.commit, base=before.commit, metric=metric, only=only)
     except InputError:  # a commit no readable record holds: nothing to add
         return None
     return triage.findings[0] if triage.findings else None
@@ -224,7 +227,8 @@ _Run = tuple[float, float, int]
 class _Sides:
     """The runs of one level on each side of a move, per platform series (see the module docstring)."""
 
-    def __init__(self, series: Sequence[SeriesRow]) -> None:
+    def __init__(self, series: Sequence[SeriesRow], only: str | None = None) -> None:
+        self._only = only  # read this metric only (every one when None)
         self._groups: dict[tuple[Any, ...], list[SeriesRow]] = {}
         self._where: dict[int, tuple[tuple[Any, ...], int]] = {}  # id(row): (its group, its index there)
         for row in series:
@@ -289,7 +293,7 @@ class _Sides:
 
     def _column_of(self, group: tuple[Any, ...]) -> dict[str, MetricColumn]:
         if group not in self._columns:
-            self._columns[group] = metric_columns([(r.points, r.levels) for r in self._groups[group]])
+            self._columns[group] = metric_columns([(r.points, r.levels) for r in self._groups[group]], self._only)
         return self._columns[group]
 
 
