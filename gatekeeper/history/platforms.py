@@ -39,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.history.changes import config_key, group_key, run_fields, stack_diff
+from gatekeeper.history.changes import config_key, run_fields, stack_diff
 from gatekeeper.history.points import MetricColumn, metric_columns
 from gatekeeper.history.sql_schema import SeriesRow
 from gatekeeper.stats.changepoint import ALPHA, MIN_SIZE, level_changes
@@ -231,9 +231,10 @@ class _Sides:
         self._only = only  # read this metric only (every one when None)
         self._groups: dict[tuple[Any, ...], list[SeriesRow]] = {}
         self._where: dict[int, tuple[tuple[Any, ...], int]] = {}  # id(row): (its group, its index there)
-        for row in series:
-            rows = self._groups.setdefault(group_key(row), [])
-            self._where[id(row)] = (group_key(row), len(rows))
+        for row in series:  # one series_key: stage, channel, configuration and project are the same in all
+            key = (row.device_kind, row.arch, row.ref)  # so this is changes.group_key, without its JSON
+            rows = self._groups.setdefault(key, [])
+            self._where[id(row)] = (key, len(rows))
             rows.append(row)
         self._columns: dict[tuple[Any, ...], dict[str, MetricColumn]] = {}
         self._cuts: dict[tuple[tuple[Any, ...], str], list[tuple[int, int]]] = {}  # spans of the change points
