@@ -22,7 +22,8 @@ of that platform's series (``changes.group_key``: channel, device, configuration
 changes`` reads it) from the run at the base back; after, from the first run at the head forward. A side
 stops short of the platform's own nearest other change point (``gatekeeper.stats.changepoint``, as
 ``history changes`` finds them on the same series; past every run its span may start or end at, so a
-mislocated change shortens a side rather than mixing two levels into it) and at ``RUNS_A_SIDE`` runs. A
+mislocated change shortens a side rather than mixing two levels into it; a change whose span reaches
+between the two commits may be the judged move itself, misplaced, and is no cut) and at ``RUNS_A_SIDE`` runs. A
 series too short for the change scan to have looked (fewer than 6 runs with the metric) keeps one run a
 side, and so does a base recorded after the head. The move is judged by ``gatekeeper.stats.shift.pooled_shift``
 (one run a side: ``level_shift`` on the two runs' per-process medians, as before; several: the run is the unit
@@ -53,9 +54,9 @@ __all__ = [
 Call = Literal["code", "platform", "mixed", "inconclusive", "one platform", "no change"]
 _MIN_PREFIX = 7  # the shortest commit prefix git itself prints
 # Runs pooled a side at most. At 3% process noise a run's level scatters by about 1%: 10 runs a side put the
-# 95% interval of a move near +-0.9%, inside a 2% margin in almost every trial (benchmarks/README.md, "Code
-# or platform"); more would add little and reach further back, where a drift too slow for the change scan
-# to cut would creep into a side. It is also a third of the history-change gate's 30-run window.
+# 95% interval of a move near +-0.9%, and nothing moved is "no change" in 94% of trials (benchmarks/README.md,
+# "Code or platform"); more would add little and reach further back, where a drift too slow for the change
+# scan to cut would creep into a side. It is also a third of the history-change gate's 30-run window.
 RUNS_A_SIDE = 10
 _FEW = 3  # fewer runs than this on a side: the call says how many each platform had
 
