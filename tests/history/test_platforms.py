@@ -266,6 +266,7 @@ def test_the_history_change_gate_says_whose_change_it_is(tmp_path: Path) -> None
     assert "; on every platform at these commits: platform: moved on rocm gfx942 +" in gate.reason
     assert "equivalent on cuda sm_90" in gate.reason
     assert "MIOpen 3.2.0 -> 3.3.0" in gate.reason
+    assert "runs before/after" not in gate.reason  # nights 1-6 before the change, 7-10 after: not short
 
 
 def _benchmark() -> object:
