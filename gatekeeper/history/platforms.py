@@ -15,7 +15,19 @@ A platform is (device kind, architecture): ``rocm gfx942``, ``cuda sm_90``, ``cp
 by commit; a series is (stage, channel, model configuration, project), across branches, because a commit
 is the same code on whichever branch it ran. Each platform's run at a commit is its newest record there.
 Without ``base``, the base is the newest commit before the head that every platform with a head run also
-ran. Each move is judged by ``gatekeeper.stats.shift.level_shift`` on the runs' per-process medians.
+ran.
+
+Each platform's move pools the runs of one level on each side, where its history has them: before, the runs
+of that platform's series (``changes.group_key``: channel, device, configuration, branch, as ``history
+changes`` reads it) from the run at the base back; after, from the first run at the head forward. A side
+stops short of the platform's own nearest other change point (``gatekeeper.stats.changepoint``, as
+``history changes`` finds them on the same series; past every run its span may start or end at, so a
+mislocated change shortens a side rather than mixing two levels into it; a change whose span reaches
+between the two commits may be the judged move itself, misplaced, and is no cut) and at ``RUNS_A_SIDE`` runs. A
+series too short for the change scan to have looked (fewer than 6 runs with the metric) keeps one run a
+side, and so does a base recorded after the head. The move is judged by ``gatekeeper.stats.shift.pooled_shift``
+(one run a side: ``level_shift`` on the two runs' per-process medians, as before; several: the run is the unit
+where runs scatter beyond their processes).
 """
 
 from __future__ import annotations
@@ -25,16 +37,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from gatekeeper.core.errors import InputError
 from gatekeeper.history.changes import config_key, run_fields, stack_diff
-from gatekeeper.history.points import metric_columns
+from gatekeeper.history.points import MetricColumn, metric_columns
 from gatekeeper.history.sql_schema import SeriesRow
-from gatekeeper.stats.shift import Shift, level_shift, shift_difference
+from gatekeeper.stats.changepoint import ALPHA, MIN_SIZE, level_changes
+from gatekeeper.stats.shift import Shift, pooled_shift, shift_difference
 
-__all__ = ["Finding", "PlatformMove", "Triage", "across_platforms", "platform_triage", "platforms_of", "series_key"]
+__all__ = [
+    "RUNS_A_SIDE", "Finding", "PlatformMove", "Triage", "across_platforms", "platform_triage", "platforms_of",
+    "series_key",
+]  # fmt: skip
 
 Call = Literal["code", "platform", "mixed", "inconclusive", "one platform", "no change"]
 _MIN_PREFIX = 7  # the shortest commit prefix git itself prints
+# Runs pooled a side at most. At 3% process noise a run's level scatters by about 1%: 10 runs a side put the
+# 95% interval of a move near +-0.9%, and nothing moved is "no change" in 94% of trials (benchmarks/README.md,
+# "Code or platform"); more would add little and reach further back, where a drift too slow for the change
+# scan to cut would creep into a side. It is also a third of the history-change gate's 30-run window.
+RUNS_A_SIDE = 10
+_FEW = 3  # fewer runs than this on a side: the call says how many each platform had
 
 
 @dataclass(frozen=True)
@@ -55,6 +79,9 @@ class PlatformMove:
             "ci": [self.shift.ci[0] - 1.0, self.shift.ci[1] - 1.0],
             "p_value": self.shift.p_value,
             "reason": self.shift.reason,
+            "runs_before": self.shift.runs[0],
+            "runs_after": self.shift.runs[1],
+            "unit": self.shift.unit,
             "base_run": run_fields(self.base),
             "head_run": run_fields(self.head),
             "stack_changes": [{"component": c, "before": a, "after": b} for c, a, b in self.stack],
@@ -111,12 +138,14 @@ def platform_triage(
     min_effect: float = 0.02,
     store: str = "the store",
     skipped: Sequence[str] = (),
+    only: str | None = None,
 ) -> Triage:
     """Every metric of every series that ran ``commit``, judged per platform against ``base`` (see above).
 
     ``rows``: the store's series, oldest first. An unknown or ambiguous commit (or base) is an
     ``InputError`` naming the option (and, when the store could not read some records, the first reason:
-    ``skipped``); a series whose platforms cannot be matched is listed in ``unmatched``.
+    ``skipped``); a series whose platforms cannot be matched is listed in ``unmatched``. ``only``: the one
+    metric (its bare name) to read of each series, where the caller knows it (a change point's).
     """
     rows = list(rows)
     head = _resolve(rows, commit, "--commit", store, skipped)
@@ -139,7 +168,7 @@ def platform_triage(
             unmatched.append(f"{label}: no commit before {head[:12]} ran on every platform that ran it ({names})")
             continue
         bases = _newest_by_platform(r for r in series if r.commit == chosen)
-        findings += _judge(series[0], heads, bases, metric, alpha=alpha, min_effect=min_effect)
+        findings += _judge(series[0], heads, bases, _Sides(series, only), metric, alpha=alpha, min_effect=min_effect)
     return Triage(head, tuple(sorted(findings, key=lambda f: (f.stage, f.metric))), tuple(unmatched))
 
 
@@ -153,7 +182,8 @@ def across_platforms(rows: Sequence[SeriesRow], before: SeriesRow, first: Series
     if len(platforms_of(series)) < 2:
         return None
     try:
-        triage = platform_triage(series, commit=first.commit, base=before.commit, metric=metric)
+        only = metric.removeprefix(f"{first.stage}.")
+        triage = platform_triage(series, commit=first.commit, base=before.commit, metric=metric, only=only)
     except InputError:  # a commit no readable record holds: nothing to add
         return None
     return triage.findings[0] if triage.findings else None
@@ -163,34 +193,28 @@ def _judge(
     first: SeriesRow,
     heads: Mapping[str, SeriesRow],
     bases: Mapping[str, SeriesRow],
+    sides: _Sides,
     metric: str | None,
     *,
     alpha: float,
     min_effect: float,
 ) -> list[Finding]:
     names: set[str] = set()
-    columns = {}
-    for platform, h in heads.items():
+    for platform in heads:
         if platform in bases:
-            columns[platform] = metric_columns([(bases[platform].points, bases[platform].levels), (h.points, h.levels)])
-            names |= set(columns[platform])
+            names |= sides.names(bases[platform]) & sides.names(heads[platform])
     out = []
     for name in sorted(names):
         if metric and not any(fnmatch.fnmatchcase(c, metric) for c in (name, f"{first.stage}.{name}")):
             continue
         moves, missing = [], []
         for platform in sorted(heads):
-            col = columns.get(platform, {}).get(name)
-            if col is None or len(col.rows) != 2:
+            b, h = bases.get(platform), heads[platform]
+            pair = sides.pair(b, h, name) if b is not None else None
+            if b is None or pair is None:
                 missing.append(platform)
                 continue
-            b, h = bases[platform], heads[platform]
-            shift = level_shift(
-                (float(col.levels[0]), float(col.within[0]), int(col.counts[0])),
-                (float(col.levels[1]), float(col.within[1]), int(col.counts[1])),
-                alpha=alpha,
-                min_effect=min_effect,
-            )
+            shift = pooled_shift(*pair, alpha=alpha, min_effect=min_effect)
             moves.append(PlatformMove(platform, b, h, shift, stack_diff(b, h)))
         if moves:
             call, why = _call(moves, missing, alpha)
@@ -198,7 +222,92 @@ def _judge(
     return out
 
 
+_Run = tuple[float, float, int]
+
+
+class _Sides:
+    """The runs of one level on each side of a move, per platform series (see the module docstring)."""
+
+    def __init__(self, series: Sequence[SeriesRow], only: str | None = None) -> None:
+        self._only = only  # read this metric only (every one when None)
+        self._groups: dict[tuple[Any, ...], list[SeriesRow]] = {}
+        self._where: dict[int, tuple[tuple[Any, ...], int]] = {}  # id(row): (its group, its index there)
+        for row in series:  # one series_key: stage, channel, configuration and project are the same in all
+            key = (row.device_kind, row.arch, row.ref)  # so this is changes.group_key, without its JSON
+            rows = self._groups.setdefault(key, [])
+            self._where[id(row)] = (key, len(rows))
+            rows.append(row)
+        self._columns: dict[tuple[Any, ...], dict[str, MetricColumn]] = {}
+        self._cuts: dict[tuple[tuple[Any, ...], str], list[tuple[int, int]]] = {}  # spans of the change points
+
+    def names(self, row: SeriesRow) -> set[str]:
+        return set(self._column_of(self._where[id(row)][0]))
+
+    def pair(self, base: SeriesRow, head: SeriesRow, name: str) -> tuple[list[_Run], list[_Run]] | None:
+        """The runs before (from ``base`` back) and after (from the oldest run of ``head``'s series at its
+        commit forward), or None when ``base`` or ``head`` lacks ``name``. One run a side (``base`` and
+        ``head``) where the series are too short to have been scanned or ``base`` is not the earlier."""
+        at_base, at_head = self._run(base, name), self._run(head, name)
+        if at_base is None or at_head is None:
+            return None
+        (gb, ib), (ga, _) = self._where[id(base)], self._where[id(head)]
+        ia = next(i for i, r in enumerate(self._groups[ga]) if r.commit == head.commit)  # retries at the head too
+        if (gb == ga and ib >= ia) or base.recorded_at >= self._groups[ga][ia].recorded_at:
+            return [at_base], [at_head]
+        col_b, col_a = self._column_of(gb)[name], self._column_of(ga)[name]
+        if min(len(col_b.rows), len(col_a.rows)) < 2 * MIN_SIZE:  # too short for the change scan to have looked
+            return [at_base], [at_head]
+        kb, ka = int(np.searchsorted(col_b.rows, ib)), int(np.searchsorted(col_a.rows, ia))
+        # where the judged move may lie (the first run at the new level): between the two runs in one series
+        gap_b, gap_a = ((kb + 1, ka), (kb + 1, ka)) if gb == ga else ((kb + 1, kb + 1), (ka, ka))
+        return self._side(gb, name, kb, gap_b, -1), self._side(ga, name, ka, gap_a, +1)
+
+    def _run(self, row: SeriesRow, name: str) -> _Run | None:
+        g, i = self._where[id(row)]
+        col = self._column_of(g).get(name)
+        if col is None:
+            return None
+        k = int(np.searchsorted(col.rows, i))
+        if k == len(col.rows) or col.rows[k] != i:
+            return None
+        return float(col.levels[k]), float(col.within[k]), int(col.counts[k])
+
+    def _side(self, group: tuple[Any, ...], name: str, k: int, gap: tuple[int, int], way: int) -> list[_Run]:
+        """The runs of ``group`` with ``name`` from its ``k``-th back (``way`` -1) or forward (+1): at most
+        ``RUNS_A_SIDE``, none past a change point of the series whose span (every run it may lie at) misses
+        ``gap``. One whose span reaches into ``gap`` may be the judged move itself, misplaced by noise:
+        cutting there would shorten a side exactly when its nearest runs look like the other side's level,
+        and call such moves one platform's (the scan cannot tell two changes fewer than 3 runs apart anyway)."""
+        col = self._column_of(group)[name]
+        key = (group, name)
+        if key not in self._cuts:
+            spans = [(cp.index, *(cp.span or (cp.index, cp.index))) for cp in level_changes(
+                col.levels, col.within, counts=col.counts, alpha=ALPHA
+            )]  # fmt: skip
+            self._cuts[key] = [(min(at, first), max(at, last)) for at, first, last in spans]
+        if way < 0:  # from the newest run sure to be at this level after each earlier change
+            lo = max([last for _, last in self._cuts[key] if last < gap[0]], default=0)
+            picked = range(max(lo, k - RUNS_A_SIDE + 1), k + 1)
+        else:  # to the last run sure to be at this level before each later change
+            hi = min([first - 1 for first, _ in self._cuts[key] if first > gap[1]], default=len(col.rows) - 1)
+            picked = range(k, min(hi, k + RUNS_A_SIDE - 1) + 1)
+        return [(float(col.levels[j]), float(col.within[j]), int(col.counts[j])) for j in picked]
+
+    def _column_of(self, group: tuple[Any, ...]) -> dict[str, MetricColumn]:
+        if group not in self._columns:
+            self._columns[group] = metric_columns([(r.points, r.levels) for r in self._groups[group]], self._only)
+        return self._columns[group]
+
+
 def _call(moves: Sequence[PlatformMove], missing: Sequence[str], alpha: float) -> tuple[Call, str]:
+    """The call and why; when a side had fewer than ``_FEW`` runs somewhere, how many each platform had."""
+    call, why = _verdict(moves, missing, alpha)
+    if any(min(m.shift.runs) < _FEW for m in moves):
+        why += "; runs before/after: " + ", ".join(f"{m.platform} {m.shift.runs[0]}/{m.shift.runs[1]}" for m in moves)
+    return call, why
+
+
+def _verdict(moves: Sequence[PlatformMove], missing: Sequence[str], alpha: float) -> tuple[Call, str]:
     moved = [m for m in moves if m.shift.direction in ("up", "down")]
     still = [m for m in moves if m not in moved]  # equivalent, or too noisy to tell alone
     others = f"; no run to compare on {', '.join(missing)}" if missing else ""

@@ -190,6 +190,7 @@ def _platform_lines(d: dict[str, Any]) -> list[str]:
     for p in d["platforms"]:
         size = f"{_pct(p['change'])} [{_pct(p['ci'][0])}, {_pct(p['ci'][1])}] p={p['p_value']:.2g}"
         runs = f"{_run_name(p['base_run'])} -> {_run_name(p['head_run'])}"
+        runs += f" ({p['runs_before']} run(s) before, {p['runs_after']} after, unit: {p['unit']})"
         stack = "; ".join(f"{s['component']} {s['before']} -> {s['after']}" for s in p["stack_changes"])
         out.append(f"{p['platform']}: {p['direction']} {size}, {runs}; stack changed: {stack or 'nothing'}")
     return out

@@ -266,6 +266,7 @@ def test_the_history_change_gate_says_whose_change_it_is(tmp_path: Path) -> None
     assert "; on every platform at these commits: platform: moved on rocm gfx942 +" in gate.reason
     assert "equivalent on cuda sm_90" in gate.reason
     assert "MIOpen 3.2.0 -> 3.3.0" in gate.reason
+    assert "runs before/after" not in gate.reason  # nights 1-6 before the change, 7-10 after: not short
 
 
 def _benchmark() -> object:
@@ -293,3 +294,112 @@ def test_a_large_rocm_only_move_in_noisy_runs_is_the_platforms_and_a_code_move_i
     assert rocm_only["platform"] >= 170
     assert rocm_only["code"] <= 5
     assert code["platform"] <= 10
+
+
+def _sha(n: int) -> str:
+    return f"{n:02x}" * 20  # nights up to 255, none a prefix of another
+
+
+def _pooled_store(tmp_path: Path, rocm: list[float], cuda: list[float], *, seed: int = 3) -> Path:
+    """One night per commit on ROCm and CUDA at these levels, 3% process noise (the noise at which one run a
+    side cannot show "no move" within 2%: benchmarks/README.md, "Code or platform")."""
+    db = tmp_path / "pooled.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(seed)
+    for n, (r, c) in enumerate(zip(rocm, cuda, strict=True), start=1):
+        info = RunInfo("main", _sha(n), str(2000 + n), "pass", f"2026-11-{n:02d}T02:00:00+00:00")
+        store.save(_perf(r, rng, env(**ROCM), noise=0.03), info)
+        store.save(_perf(c, rng, env(**CUDA), noise=0.03), info)
+    return db
+
+
+def _by_platform(finding: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["platform"]: p for p in finding["platforms"]}
+
+
+def test_several_runs_a_side_show_no_move_at_3_percent_noise_where_one_run_cannot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Twelve flat nights, then twelve more, on both platforms: ten runs a side (the cap, of twelve) make
+    both platforms equivalent, so "no change"; one run a side (the same store asked with the nights right
+    before and after only) is too noisy to tell. Pooling removed, this is "inconclusive"."""
+    db = _pooled_store(tmp_path, [10.0] * 24, [8.0] * 24)
+    _, out = _json(capsys, "--history", f"sqlite:{db}", "--commit", _sha(13))
+    [finding] = out["findings"]
+    assert finding["call"] == "no change"
+    for p in finding["platforms"]:
+        assert (p["runs_before"], p["runs_after"]) == (10, 10)
+        assert p["direction"] == "equivalent"
+        assert p["base_run"]["commit"] == _sha(12)
+    assert "runs before/after" not in finding["why"]  # said only when a side is short
+    main(["history", "platforms", "--history", f"sqlite:{db}", "--commit", _sha(13), "--format", "json"])
+    main(["history", "platforms", "--history", f"sqlite:{db}", "--commit", _sha(13)])
+    capsys.readouterr()
+    # the same nights, one a side: the series too short to have been scanned for changes, so one run a side
+    short = tmp_path / "short"
+    short.mkdir()
+    db1 = _pooled_store(short, [10.0] * 2, [8.0] * 2)
+    _, out = _json(capsys, "--history", f"sqlite:{db1}", "--commit", _sha(2))
+    [finding] = out["findings"]
+    assert finding["call"] == "inconclusive"
+    assert "runs before/after: cuda sm_90 1/1, rocm gfx942 1/1" in finding["why"]
+    main(["history", "platforms", "--history", f"sqlite:{db1}", "--commit", _sha(2)])
+    assert "(1 run(s) before, 1 after, unit: process)" in capsys.readouterr().out
+
+
+def test_a_side_stops_at_its_platforms_own_other_change_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ROCm 10% slower from night 13; CUDA 10% faster from night 7 and 10% faster again from night 18 (its own
+    changes, not the judged one). CUDA's before side is nights 7-12 and its after side 13-17: crossing those
+    changes would mix two levels into each side and show CUDA faster between the commits; ROCm, with no
+    other change, pools the cap of 10 a side. Planted by hand: sides that ignore the change points give
+    CUDA 10/10 runs and a move of -8.4%."""
+    rocm = [10.0] * 12 + [11.0] * 11
+    cuda = [8.8] * 6 + [8.0] * 11 + [7.2] * 6
+    db = _pooled_store(tmp_path, rocm, cuda)
+    _, out = _json(capsys, "--history", f"sqlite:{db}", "--commit", _sha(13))
+    [finding] = out["findings"]
+    moves = _by_platform(finding)
+    assert abs(moves["cuda sm_90"]["change"]) < 0.02  # crossing: -8.4%
+    assert moves["rocm gfx942"]["direction"] == "up"
+    assert finding["call"] == "platform"
+    assert "only, " in finding["why"]
+    assert (moves["cuda sm_90"]["runs_before"], moves["cuda sm_90"]["runs_after"]) == (6, 5)
+    assert (moves["rocm gfx942"]["runs_before"], moves["rocm gfx942"]["runs_after"]) == (10, 10)
+
+
+def test_pooled_shift_takes_the_run_as_the_unit_when_runs_differ_beyond_their_processes() -> None:
+    from gatekeeper.stats.shift import pooled_shift
+
+    rng = np.random.default_rng(4)
+    one = ((0.0, 1e-4, 10), (0.01, 2e-4, 10))
+    assert pooled_shift([one[0]], [one[1]]) == level_shift(*one)  # one run a side: as before, exactly
+    # runs 2% apart night to night, each known to 0.3% from its processes: Student's t on the run means
+    before = [(float(x), 1e-5, 10) for x in rng.normal(0.0, 0.02, 5)]
+    after = [(float(x), 1e-5, 10) for x in rng.normal(0.01, 0.02, 4)]
+    s = pooled_shift(before, after, min_effect=0.5)
+    assert (s.unit, s.runs, s.df) == ("run", (5, 4), 7.0)
+    t = sps.ttest_ind([r[0] for r in after], [r[0] for r in before], equal_var=True)
+    assert math.isclose(s.p_value, t.pvalue, rel_tol=1e-9)
+    # the same means with the scatter the processes explain: the processes count (90 - 9 degrees of freedom)
+    quiet = [(x * 0.05, 1e-4, 10) for x, _, _ in before], [(x * 0.05, 1e-4, 10) for x, _, _ in after]
+    q = pooled_shift(*quiet, min_effect=0.5)
+    assert (q.unit, q.df) == ("process", 81.0)
+    assert math.isclose(q.se**2, 1e-4 / 5 + 1e-4 / 4, rel_tol=1e-9)  # no scatter beyond the processes to add
+
+
+def test_five_runs_a_side_make_no_move_and_small_moves_callable_in_noisy_runs() -> None:
+    """3% process noise, five runs a side (benchmarks/README.md, "Code or platform"): nothing moved is "no
+    change" in 78 of 200 here (0 with one run a side), a 3% move of the code "code" in 146 (18 with one), and
+    no call is wrong. Planted by hand: one run a side gives 0 and 18; cutting a side at every change point
+    placed outside the two commits, even one whose span reaches between them (the judged move itself,
+    misplaced by noise), gives "code" in 113."""
+    bench: Any = _benchmark()
+    rng = np.random.default_rng(12)
+    quiet = collections.Counter(bench.trial(rng, 0.03, 0.0, 0.0, 5) for _ in range(200))
+    code = collections.Counter(bench.trial(rng, 0.03, 0.03, 0.03, 5) for _ in range(200))
+    assert quiet["no change"] >= 60
+    assert quiet["no change"] + quiet["inconclusive"] >= 198
+    assert code["code"] >= 130
+    assert code["code"] + code["inconclusive"] >= 198
