@@ -24,13 +24,11 @@ from gatekeeper.contract.verdict import Outcome
 from gatekeeper.evaluate.decide import Inputs, evaluate
 from gatekeeper.evaluate.gates import Gate, Gates
 from gatekeeper.history.baseline import BaselineStore, RunInfo, comparability
-from gatekeeper.history.changes import stack_diff
+from gatekeeper.history.changes import group_key, stack_diff
 from gatekeeper.history.sql_schema import SeriesRow
 from gatekeeper.stats.changepoint import find_change_points
 
 __all__ = ["GateAlarms", "Replay", "alarms_report", "gates_judged", "replay"]
-
-_CONFIG_KEYS = ("model", "batch_size", "input_shape", "sweep")
 
 
 @dataclass(frozen=True)
@@ -152,12 +150,11 @@ class _Tally:
 
 
 def _series(records: Iterable[tuple[RunInfo, StageReport]]) -> list[list[tuple[RunInfo, StageReport]]]:
-    """The records (oldest first) split into series: branch, channel, device kind and arch, configuration."""
+    """The records (oldest first) split into the series ``history changes`` reads (``group_key``): branch,
+    channel, device kind and arch, configuration, project."""
     groups: dict[tuple[Any, ...], list[tuple[RunInfo, StageReport]]] = {}
     for info, report in records:
-        env = report.environment
-        config = tuple(json.dumps(report.config.get(k), sort_keys=True, default=str) for k in _CONFIG_KEYS)
-        groups.setdefault((info.ref, env.channel, env.device_kind, env.arch, config), []).append((info, report))
+        groups.setdefault(group_key(_row(report, info)), []).append((info, report))
     return [g for g in groups.values() if len(g) >= 2]
 
 
@@ -188,10 +185,11 @@ def _why_not(before: StageReport, after: StageReport, info_b: RunInfo, info_a: R
 
 def _row(report: StageReport, info: RunInfo) -> SeriesRow:
     env = report.environment
+    config = json.loads(json.dumps(dict(report.config), sort_keys=True, default=str))  # as the store keeps it
     return SeriesRow(
         -1, report.stage, env.channel, env.device_kind, env.arch, env.rocm_version, report.config.get("model"),
         info.ref, info.tag, info.commit, info.pipeline_id, info.verdict, info.recorded_at or "", env.to_dict(),
-        dict(info.stack or {}), {}, dict(report.config),
+        dict(info.stack or {}), {}, config,
     )  # fmt: skip
 
 
