@@ -254,17 +254,17 @@ _HEAD = ["gate", "metric", "judged", "failed", "warned", "alarm rate", "95% inte
 def _table(head: str, done: Replay, left: str) -> list[str]:
     from gatekeeper.core.escape import terminal
 
-    rows = [_HEAD, *(_cells(g) for g in done.gates if g.judged)]
+    rows = [_HEAD, *([terminal(c, newlines=False) for c in _cells(g)] for g in done.gates if g.judged)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEAD))]
     lines = [terminal(head) + ":"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     for g in done.gates:
         if g.first_alarms:
-            lines.append(f"  {g.gate} alarms at: " + terminal("; ".join(g.first_alarms)))
+            lines.append(terminal(f"  {g.gate} alarms at: " + "; ".join(g.first_alarms), newlines=False))
     if left:
         lines.append(f"left out: {left}")
     if idle := _idle(done):
-        lines.append(f"not judged (no run has their metric): {idle}")
+        lines.append(f"not judged (no run has their metric): {terminal(idle)}")
     lines.append(_MEANING)
     return lines
 

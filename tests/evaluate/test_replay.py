@@ -37,14 +37,16 @@ def _perf(level: float, rng: np.random.Generator, run_noise: float, torch: str =
     )
 
 
-def _store(tmp_path: Path, name: str, nights: int, run_noise: float, step_at: int | None = None) -> Path:
+def _store(
+    tmp_path: Path, name: str, nights: int, run_noise: float, step_at: int | None = None, pipeline: str = "10"
+) -> Path:
     db = tmp_path / f"{name}.db"
     store = SqliteStore(db, create=True)
     rng = np.random.default_rng(7)
     for night in range(1, nights + 1):
         stepped = step_at is not None and night >= step_at
         perf = _perf(11.0 if stepped else 10.0, rng, run_noise, "2.6.0+rocm6.2" if stepped else "2.5.1+rocm6.2")
-        info = RunInfo("main", f"{night:040x}", str(1000 + night), "pass", f"2026-11-{night:02d}T02:00:00+00:00")
+        info = RunInfo("main", f"{night:040x}", f"{pipeline}{night:02d}", "pass", f"2026-11-{night:02d}T02:00:00+00:00")
         store.save(perf, info)
     return db
 
@@ -96,6 +98,20 @@ def test_a_real_step_with_a_stack_change_is_left_out(tmp_path: Path, capsys: pyt
     assert {g["gate"] for g in data["gates"]} >= {"latency-median", "p99-latency", "sweep-latency"}
     assert main(["history", "alarms", "--history", f"sqlite:{db}", "--format", "md"]) == 0
     assert "| gate | metric | judged | failed | warned | alarm rate |" in capsys.readouterr().out
+
+
+def test_a_hostile_pipeline_id_reaches_no_terminal_or_table_raw(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _store(tmp_path, "hostile", 30, run_noise=0.03, pipeline="\x1b[2J\n| x | y |")
+    assert main(["history", "alarms", "--history", f"sqlite:{db}"]) == 0
+    out = capsys.readouterr().out
+    assert "alarms at: pipeline \\x1b[2J\\x0a| x | y |" in out  # one line, the escape shown, not run
+    assert "\x1b" not in out
+    assert main(["history", "alarms", "--history", f"sqlite:{db}", "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert "\x1b" not in md
+    assert "\\| x \\| y \\|" in md  # no extra table columns
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
