@@ -14,6 +14,7 @@ matching fails there) and diagnoses the logs kept in ``tests/analyze/gatekeeper_
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -22,9 +23,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 GATES = REPO / "gates.yaml"
@@ -44,6 +46,9 @@ class Exit:
     before: tuple[tuple[str, ...], ...] = ()
     postgres: bool = False  # "{postgres}" in argv: a real PostgreSQL server's host:port (tests/support/postgres.py)
     timeout: float = 300.0  # seconds for each command (gpu-check runs every stage at the CPU sizes: minutes)
+    # a local fake GitLab API for the commands ("{gitlab}" in env: its URL), its project set up by this function
+    # (tests/machine/test_gitlab_settings.py FakeGitLab); the URL reads as https://gitlab.example.com in the output
+    gitlab: Callable[[Any], None] | None = None
 
 
 def gatekeeper_command() -> list[str]:
@@ -81,13 +86,34 @@ def run(exit_: Exit, work: Path, timeout: float | None = None, *, postgres: str 
         exit_.setup(work)
     if not (work / "gates.yaml").exists():
         shutil.copy(GATES, work / "gates.yaml")  # the repository's gates, as a model repository carries them
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(_fake_gitlab(exit_.gitlab)) if exit_.gitlab is not None else ""
+        steps = _commands(exit_, work, timeout, postgres=postgres, gitlab=url)
+    if url:
+        steps = [Step(s.argv, s.code, s.output.replace(url, "https://gitlab.example.com")) for s in steps]
+    return steps
+
+
+@contextlib.contextmanager
+def _fake_gitlab(configure: Callable[[Any], None]) -> Iterator[str]:
+    from tests.machine.test_gitlab_settings import FakeGitLab
+    from tests.support.fake_http import FakeServer
+
+    state = FakeGitLab()
+    configure(state)
+    with FakeServer(route=state.route) as srv:
+        yield srv.url
+
+
+def _commands(exit_: Exit, work: Path, timeout: float | None, *, postgres: str, gitlab: str) -> list[Step]:
     steps = []
+    env = _env(tuple((k, v.replace("{gitlab}", gitlab)) for k, v in exit_.env))
     for given in (*exit_.before, exit_.argv):
         argv = tuple(a.replace("{postgres}", postgres) for a in given)
         res = subprocess.run(
             [*gatekeeper_command(), *argv],
             cwd=work,
-            env=_env(exit_.env),
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -1039,6 +1065,24 @@ EXITS: tuple[Exit, ...] = (
         ),
     ),
     Exit(
+        "doctor-gitlab-token-rejected",
+        ("doctor", "gitlab", "--project", "platform/model"),
+        1,
+        "configuration_error",
+        "gatekeeper-gitlab-token-rejected",
+        env=(("GATEKEEPER_GITLAB_TOKEN", "glpat-expired-or-revoked00"), ("CI_API_V4_URL", "{gitlab}/api/v4")),
+        gitlab=lambda project: None,
+    ),
+    Exit(
+        "doctor-gitlab-gate-not-enforced",
+        ("doctor", "gitlab", "--project", "platform/model"),
+        1,
+        "configuration_error",
+        "gatekeeper-gitlab-gate-not-enforced",
+        env=(("GATEKEEPER_GITLAB_TOKEN", "glpat-DOCTORdoctorDOCTOR1234"), ("CI_API_V4_URL", "{gitlab}/api/v4")),
+        gitlab=lambda project: project.project.update(only_allow_merge_if_pipeline_succeeds=False),
+    ),
+    Exit(
         "doctor-gitlab-unreachable",
         ("doctor", "gitlab", "--project", "ml/model-repo"),
         1,
@@ -1063,7 +1107,6 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     out = Path(args[0]) if args else Path(__file__).parent / "gatekeeper_logs"
     only = set(args[1:])
-    import contextlib
 
     from tests.support import postgres as pg
 
