@@ -140,3 +140,13 @@ def test_pipeline_refuses_its_input_before_any_stage_runs(tmp_path: Path) -> Non
         assert step.code == 2, step.output[-2000:]
         assert "== gatekeeper stage" not in step.output
         assert "; hint: " in step.output
+
+
+def test_a_skipped_bad_end_gets_the_commands_fix_not_more_processes(tmp_path: Path) -> None:
+    """A --bad end the command skipped (exit 125) is undecided whatever the budget: the hint says to make the
+    command test it; more processes are the hint only for a statistical judge still unsure."""
+    (step,) = run(BY_NAME["bisect-bad-end-skipped"], tmp_path / "job", timeout=120)
+    assert step.code == 2, step.output[-2000:]
+    hint = step.output.split("; hint: ", 1)[1]
+    assert hint.startswith("make the command test --bad")
+    assert "--max-processes" not in hint
