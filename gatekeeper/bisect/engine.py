@@ -294,7 +294,9 @@ class _Bisection:
                 None,
                 "--bad",
                 f"whether {label_b} is bad could not be decided ({j.reason})",
-                "raise --max-processes, or steady the machine (docs/performance.md)",
+                "make the command test --bad (exit 0 good, 1-127 bad), or pick a --bad it can test"
+                if j.decision == "skip"
+                else "raise --max-processes, or steady the machine (docs/performance.md)",
             )
 
     def ensure_endpoint(self, i: int, option: str) -> None:

@@ -102,5 +102,7 @@ def open_store(
         prefix, location = "file", spec
     factory = STORES.get(prefix)
     if factory is None:
-        raise InputError(None, "--baseline", f"unknown baseline store {prefix!r}", f"use one of: {', '.join(STORES)}")
+        raise InputError(  # the spec may come from --baseline, --record, --history, --from or --into
+            None, "store spec", f"unknown baseline store {prefix!r}", f"use one of: {', '.join(STORES)}"
+        )
     return factory(location, Opening(environ, create, missing_ok))

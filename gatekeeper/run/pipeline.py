@@ -20,6 +20,7 @@ from gatekeeper.contract.verdict import Verdict
 from gatekeeper.core import proc
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.escape import shell_join
+from gatekeeper.evaluate.gates import load_gates
 from gatekeeper.evaluate.run import run_evaluate
 
 __all__ = ["PipelineOptions", "run_pipeline"]
@@ -66,10 +67,17 @@ def run_pipeline(
             raise InputError(None, "--stage-arg", f"unknown stage {name!r}", f"available: {', '.join(STAGES)}")
     if not options.gates.is_file():
         raise InputError(options.gates, "", "gates file not found", "pass --gates PATH (the default is ./gates.yaml)")
+    load_gates(options.gates)  # a gates file evaluate would refuse is refused now, not after every stage ran
     selected = [s for s in STAGES if not options.stages or s in options.stages]
     # One channel for the whole run, given to every stage and to evaluate (which never takes it from artifacts).
     options = replace(options, channel=job_channel(options.channel, env))
-    options.out.mkdir(parents=True, exist_ok=True)
+    try:
+        options.out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as err:
+        raise InputError(
+            options.out, "", f"--out is not a directory ({err.strerror}: a file has this name or a name above it)",
+            "pass --out a directory path (it is created when missing)",
+        ) from None  # fmt: skip
     for name in selected:
         run_stage_process(name, options, env, log)
     log(f"\n== gatekeeper evaluate ({len(selected)} stages)")

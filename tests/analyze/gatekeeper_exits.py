@@ -14,6 +14,7 @@ matching fails there) and diagnoses the logs kept in ``tests/analyze/gatekeeper_
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -22,9 +23,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 GATES = REPO / "gates.yaml"
@@ -43,6 +45,10 @@ class Exit:
     # non-zero one, as in a job whose script runs them with `|| true` after a failure)
     before: tuple[tuple[str, ...], ...] = ()
     postgres: bool = False  # "{postgres}" in argv: a real PostgreSQL server's host:port (tests/support/postgres.py)
+    timeout: float = 300.0  # seconds for each command (gpu-check runs every stage at the CPU sizes: minutes)
+    # a local fake GitLab API for the commands ("{gitlab}" in env: its URL), its project set up by this function
+    # (tests/machine/test_gitlab_settings.py FakeGitLab); the URL reads as https://gitlab.example.com in the output
+    gitlab: Callable[[Any], None] | None = None
 
 
 def gatekeeper_command() -> list[str]:
@@ -51,7 +57,8 @@ def gatekeeper_command() -> list[str]:
 
 
 def _env(extra: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEKEEPER_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEKEEPER_", "CI_", "GITLAB_"))}
+    # (a CI job running these tests has its own CI_ variables: each exit sets the ones it needs)
     env["PYTHONPATH"] = str(REPO)  # the checkout under test, whatever the venv's editable install points at
     env["GATEKEEPER_BREAKER_DIR"] = "breaker"
     extra_env = dict(extra)
@@ -71,7 +78,7 @@ class Step:
         return shlex.join(["gatekeeper", *self.argv])
 
 
-def run(exit_: Exit, work: Path, timeout: float = 300.0, *, postgres: str = "") -> list[Step]:
+def run(exit_: Exit, work: Path, timeout: float | None = None, *, postgres: str = "") -> list[Step]:
     """Set up ``exit_`` in ``work`` and run its commands: each with its exit code and its output (stdout and
     stderr as one stream, as a job log shows them); ``exit_.argv`` is the last."""
     work.mkdir(parents=True, exist_ok=True)
@@ -79,17 +86,38 @@ def run(exit_: Exit, work: Path, timeout: float = 300.0, *, postgres: str = "") 
         exit_.setup(work)
     if not (work / "gates.yaml").exists():
         shutil.copy(GATES, work / "gates.yaml")  # the repository's gates, as a model repository carries them
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(_fake_gitlab(exit_.gitlab)) if exit_.gitlab is not None else ""
+        steps = _commands(exit_, work, timeout, postgres=postgres, gitlab=url)
+    if url:
+        steps = [Step(s.argv, s.code, s.output.replace(url, "https://gitlab.example.com")) for s in steps]
+    return steps
+
+
+@contextlib.contextmanager
+def _fake_gitlab(configure: Callable[[Any], None]) -> Iterator[str]:
+    from tests.machine.test_gitlab_settings import FakeGitLab
+    from tests.support.fake_http import FakeServer
+
+    state = FakeGitLab()
+    configure(state)
+    with FakeServer(route=state.route) as srv:
+        yield srv.url
+
+
+def _commands(exit_: Exit, work: Path, timeout: float | None, *, postgres: str, gitlab: str) -> list[Step]:
     steps = []
+    env = _env(tuple((k, v.replace("{gitlab}", gitlab)) for k, v in exit_.env))
     for given in (*exit_.before, exit_.argv):
         argv = tuple(a.replace("{postgres}", postgres) for a in given)
         res = subprocess.run(
             [*gatekeeper_command(), *argv],
             cwd=work,
-            env=_env(exit_.env),
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            timeout=timeout,
+            timeout=exit_.timeout if timeout is None else timeout,
             check=False,
         )
         steps.append(Step(argv, res.returncode, res.stdout))
@@ -321,6 +349,91 @@ def _verdict_of_pipeline_100(work: Path) -> None:
     assert (work / "artifacts" / "verdict.json").is_file()
 
 
+def _recorded_store(work: Path) -> None:
+    """A history store with one run recorded (pipeline 100 at commit aaaa...), as evaluate --record leaves it."""
+    _artifacts(work)
+    (work / "recorded-gates.yaml").write_text(
+        "version: 1\ngates:\n  hygiene:\n    metric: verify_hip.hygiene_problems\n    pass: '== 0'\n"
+    )
+    env = {**_env(()), "CI_PIPELINE_ID": "100", "CI_COMMIT_SHA": "a" * 40}
+    argv = ["evaluate", "--artifacts", "artifacts", "--gates", "recorded-gates.yaml", "--out", "recorded"]
+    subprocess.run(
+        [*gatekeeper_command(), *argv, "--record", "sqlite:history.db"],
+        cwd=work, env=env, capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert (work / "history.db").is_file()
+
+
+# A model whose fresh processes scatter: each process of a round waits 1.0x, 1.3x, 1.6x ... the base time (a
+# counter in the round's directory, GATEKEEPER_BISECT_OUT), as process medians scatter on a busy shared runner.
+NOISY_MODEL = """\
+import os
+import time
+from pathlib import Path
+
+import torch
+
+WAIT_S = {wait}
+
+
+def _spread():
+    out = os.environ.get("GATEKEEPER_BISECT_OUT")
+    if not out:
+        return 1.0
+    fd = os.open(Path(out) / "processes", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.write(fd, b".")
+    os.close(fd)
+    return 1.0 + 0.3 * ((Path(out) / "processes").stat().st_size - 1)
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.wait = WAIT_S * _spread()
+
+    def forward(self, x):
+        time.sleep(self.wait)
+        return self.linear(x)
+
+    def example_input(self, batch_size=1):
+        return torch.ones(batch_size, 8)
+
+
+def build():
+    torch.set_num_threads(1)
+    return Model()
+"""
+LATENCY_GATES = (
+    "version: 1\ngates:\n  latency-median:\n    metric: performance_baseline.latency_ms\n"
+    '    compare: baseline\n    pass: "<= +10%"\n'
+)
+
+
+def _noisy_bisect_repo(work: Path) -> None:
+    """v1.0 and a change 10% slower, in a model whose process medians scatter by 20%: the ends cannot be told
+    apart at three processes a side."""
+    _git(work, "init", "-q", "-b", "main")
+    (work / "model.py").write_text(NOISY_MODEL.format(wait=0.002))
+    (work / "gates.yaml").write_text(LATENCY_GATES)
+    _git(work, "add", "model.py", "gates.yaml")
+    _git(work, "commit", "-q", "-m", "v1.0")
+    _git(work, "tag", "v1.0")
+    (work / "model.py").write_text(NOISY_MODEL.format(wait=0.0022))
+    _git(work, "commit", "-q", "-am", "the suspect change")
+
+
+def _four_commits(work: Path) -> None:
+    _git(work, "init", "-q", "-b", "main")
+    for message in ("v1.0", "vendored kernels", "build flags", "the suspect change"):
+        _git(work, "commit", "-q", "--allow-empty", "-m", message)
+    _git(work, "tag", "v1.0", "HEAD~3")
+
+
+def _a_file_named_artifacts(work: Path) -> None:
+    (work / "artifacts").write_text("a file where the output directory should be\n")
+
+
 EXITS: tuple[Exit, ...] = (
     # ---------------------------------------------------------------- exit 2: bad input
     Exit(
@@ -529,6 +642,17 @@ EXITS: tuple[Exit, ...] = (
         "device_not_available",
         "gatekeeper-no-gpu",
     ),
+    Exit(
+        # a GPU job (the component's device_required: true) on a runner without one: every stage runs at the
+        # CPU sizes (minutes), then the built-in gpu-verified gate blocks the verdict (exit 1)
+        "gpu-check-require-device-without-gpu",
+        ("gpu-check", "--out", "artifacts/gpu_check"),
+        1,
+        "device_not_available",
+        "gatekeeper-required-gpu-missing",
+        env=(("GATEKEEPER_REQUIRE_DEVICE", "1"),),
+        timeout=1800.0,
+    ),
     # ---------------------------------------------------------------- a stage's own failed checks
     Exit(
         "stage-check-timeout",
@@ -691,6 +815,281 @@ EXITS: tuple[Exit, ...] = (
         _internal_bug,
         env=(("PYTHONPATH", "planted_bug"),),
     ),
+    # ---------------------------------------------------------------- bisect: ends that cannot be told apart
+    Exit(
+        "bisect-ends-inconclusive",
+        (
+            "bisect",
+            "--provider",
+            "git",
+            "--good",
+            "v1.0",
+            "--bad",
+            "HEAD",
+            "--stage",
+            "performance_baseline",
+            "--gates",
+            "gates.yaml",
+            "--max-processes",
+            "3",
+            "--out",
+            "bisect",
+            "--no-bundle",
+            "--",
+            "--model",
+            "model:build",
+            "--processes",
+            "3",
+            "--iterations",
+            "20",
+            "--warmup",
+            "5",
+        ),
+        2,
+        "infra_error",
+        "gatekeeper-bisect-noisy",
+        _noisy_bisect_repo,
+    ),
+    Exit(
+        "bisect-bad-end-skipped",
+        (
+            "bisect",
+            "--provider",
+            "git",
+            "--good",
+            "v1.0",
+            "--bad",
+            "HEAD",
+            "--out",
+            "bisect",
+            "--",
+            # 0 at v1.0, 125 (skip: this candidate cannot be tested) everywhere after it
+            "sh",
+            "-c",
+            'test "$(git log -1 --format=%s)" = v1.0 || exit 125',
+        ),
+        2,
+        "configuration_error",
+        "gatekeeper-bisect-undecided",
+        _bisect_repo,
+    ),
+    Exit(
+        "bisect-culprit-range-undecided",
+        (
+            "bisect",
+            "--provider",
+            "git",
+            "--good",
+            "v1.0",
+            "--bad",
+            "HEAD",
+            "--out",
+            "bisect",
+            "--no-bundle",
+            "--",
+            # good at v1.0, bad at the newest commit, and the two between cannot be tested (exit 125, skip)
+            "sh",
+            "-c",
+            'case "$(git log -1 --format=%s)" in v1.0) exit 0;; "the suspect change") exit 1;; *) exit 125;; esac',
+        ),
+        3,
+        "configuration_error",
+        "gatekeeper-bisect-range",
+        _four_commits,
+    ),
+    # ---------------------------------------------------------------- history
+    Exit(
+        "history-store-spec-unknown",
+        ("history", "changes", "--history", "sqlit:history.db"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+    ),
+    Exit(
+        "history-store-missing",
+        ("history", "changes", "--history", "sqlite:history.db"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+    ),
+    Exit(
+        "history-store-unreachable",
+        ("history", "changes", "--history", "postgresql://gatekeeper@127.0.0.1:9/results"),
+        2,
+        "infra_error",
+        "gatekeeper-store-unreachable",
+        env=(("PGPASSWORD", "s3cret"),),
+    ),
+    Exit(
+        "history-store-newer-schema",
+        ("history", "export", "--history", "sqlite:history.db", "--out", "history.jsonl"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _newer_store,
+    ),
+    Exit(
+        "history-missing-history-option",
+        ("history", "changes", "--metric", "latency_ms"),
+        2,
+        "configuration_error",
+        "gatekeeper-usage-error",
+    ),
+    Exit(
+        "history-changes-bad-since",
+        ("history", "changes", "--history", "sqlite:history.db", "--since", "yesterday"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _recorded_store,
+    ),
+    Exit(
+        "history-platforms-unknown-commit",
+        ("history", "platforms", "--history", "sqlite:history.db", "--commit", "abcdef1"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _recorded_store,
+    ),
+    Exit(
+        "history-platforms-not-a-commit",
+        ("history", "platforms", "--history", "sqlite:history.db", "--commit", "main"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _recorded_store,
+    ),
+    Exit(
+        "history-anchor-without-reason",
+        ("history", "anchor", "--history", "sqlite:history.db", "--set", "100"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _recorded_store,
+    ),
+    Exit(
+        "history-anchor-unknown-run",
+        ("history", "anchor", "--history", "sqlite:history.db", "--set", "999", "--by", "ci", "--reason", "release"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _recorded_store,
+    ),
+    Exit(
+        "history-import-file-missing",
+        ("history", "import", "--from", "history.jsonl", "--into", "sqlite:history.db"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+    ),
+    Exit(
+        "history-import-bad-line",
+        ("history", "import", "--from", "history.jsonl", "--into", "sqlite:history.db"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _write("history.jsonl", '{"schema": "gatekeeper.history_record/v1", "run\n'),
+    ),
+    # ---------------------------------------------------------------- pipeline
+    Exit(
+        "pipeline-gates-missing",
+        ("pipeline", "--gates", "ci/gates.yaml", "--out", "artifacts"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+    ),
+    Exit(
+        "pipeline-gates-schema",
+        ("pipeline", "--gates", "gates.yaml", "--out", "artifacts"),
+        2,
+        "configuration_error",
+        "gatekeeper-configuration",
+        _write("gates.yaml", "version: 1\ngates:\n  latency:\n    metrc: perf.latency\n"),
+    ),
+    Exit(
+        "pipeline-out-not-a-directory",
+        ("pipeline", "--out", "artifacts"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _a_file_named_artifacts,
+    ),
+    Exit(
+        "pipeline-device-cuda-without-gpu",
+        ("pipeline", "--device", "cuda", "--out", "artifacts"),
+        2,
+        "device_not_available",
+        "gatekeeper-no-gpu",
+    ),
+    Exit(
+        "evaluate-require-device-cpu-artifacts",
+        ("evaluate", "--artifacts", "artifacts", "--gates", "gates.yaml", "--out", "out"),
+        1,
+        "device_not_available",
+        "gatekeeper-required-gpu-missing",
+        _both(
+            _artifacts,
+            _write(
+                "gates.yaml",
+                "version: 1\ngates:\n  hygiene:\n    metric: verify_hip.hygiene_problems\n    pass: '== 0'\n",
+            ),
+        ),
+        env=(("GATEKEEPER_REQUIRE_DEVICE", "1"),),
+    ),
+    # ---------------------------------------------------------------- doctor gitlab
+    Exit(
+        "doctor-gitlab-no-token",
+        ("doctor", "gitlab", "--project", "ml/model-repo"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        env=(("CI_API_V4_URL", "https://gitlab.example.com/api/v4"),),
+    ),
+    Exit(
+        "doctor-gitlab-no-api-url",
+        ("doctor", "gitlab", "--project", "ml/model-repo"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        env=(("GATEKEEPER_GITLAB_TOKEN", "glpat-not-a-real-token"),),
+    ),
+    Exit(
+        "doctor-gitlab-no-project",
+        ("doctor", "gitlab"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        env=(
+            ("GATEKEEPER_GITLAB_TOKEN", "glpat-not-a-real-token"),
+            ("CI_API_V4_URL", "https://gitlab.example.com/api/v4"),
+        ),
+    ),
+    Exit(
+        "doctor-gitlab-token-rejected",
+        ("doctor", "gitlab", "--project", "platform/model"),
+        1,
+        "configuration_error",
+        "gatekeeper-gitlab-token-rejected",
+        env=(("GATEKEEPER_GITLAB_TOKEN", "glpat-expired-or-revoked00"), ("CI_API_V4_URL", "{gitlab}/api/v4")),
+        gitlab=lambda project: None,
+    ),
+    Exit(
+        "doctor-gitlab-gate-not-enforced",
+        ("doctor", "gitlab", "--project", "platform/model"),
+        1,
+        "configuration_error",
+        "gatekeeper-gitlab-gate-not-enforced",
+        env=(("GATEKEEPER_GITLAB_TOKEN", "glpat-DOCTORdoctorDOCTOR1234"), ("CI_API_V4_URL", "{gitlab}/api/v4")),
+        gitlab=lambda project: project.project.update(only_allow_merge_if_pipeline_succeeds=False),
+    ),
+    Exit(
+        "doctor-gitlab-unreachable",
+        ("doctor", "gitlab", "--project", "ml/model-repo"),
+        1,
+        "infra_error",
+        "gatekeeper-gitlab-unreachable",
+        env=(("GATEKEEPER_GITLAB_TOKEN", "glpat-not-a-real-token"), ("CI_API_V4_URL", "http://127.0.0.1:9/api/v4")),
+    ),
 )
 
 BY_NAME = {e.name: e for e in EXITS}
@@ -708,7 +1107,6 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     out = Path(args[0]) if args else Path(__file__).parent / "gatekeeper_logs"
     only = set(args[1:])
-    import contextlib
 
     from tests.support import postgres as pg
 

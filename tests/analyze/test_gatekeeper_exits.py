@@ -78,8 +78,13 @@ def test_a_removed_signature_is_caught(rules: RuleSet) -> None:
             assert (diag.category, diag.known_issue) != (exit_.category, exit_.known_issue), exit_.name
 
 
+def _fresh(name: str):  # an exit whose commands may run longer than the suite's timeout gets its own
+    limit = BY_NAME[name].timeout
+    return pytest.param(name, marks=pytest.mark.timeout(int(limit) + 300)) if limit > 300 else name
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(BY_NAME))
+@pytest.mark.parametrize("name", [_fresh(n) for n in sorted(BY_NAME)])
 def test_fresh_exit_is_diagnosed(name: str, tmp_path: Path, request: pytest.FixtureRequest, rules: RuleSet) -> None:
     """Run the command now: its exit code and its current wording, diagnosed."""
     exit_ = BY_NAME[name]
@@ -125,3 +130,23 @@ def test_the_templates_breaker_refusal_is_diagnosed(tmp_path: Path, rules: RuleS
     )
     diag = _diagnose(log, rules)
     assert (diag.category, diag.known_issue) == ("infra_error", "gatekeeper-breaker-open")
+
+
+def test_pipeline_refuses_its_input_before_any_stage_runs(tmp_path: Path) -> None:
+    """A gates file evaluate would refuse, and an --out that is a file, end `gatekeeper pipeline` at once (exit 2,
+    the hinted line), not after every stage ran (minutes) nor as an internal error (exit 70)."""
+    for name in ("pipeline-gates-schema", "pipeline-out-not-a-directory"):
+        (step,) = run(BY_NAME[name], tmp_path / name, timeout=120)
+        assert step.code == 2, step.output[-2000:]
+        assert "== gatekeeper stage" not in step.output
+        assert "; hint: " in step.output
+
+
+def test_a_skipped_bad_end_gets_the_commands_fix_not_more_processes(tmp_path: Path) -> None:
+    """A --bad end the command skipped (exit 125) is undecided whatever the budget: the hint says to make the
+    command test it; more processes are the hint only for a statistical judge still unsure."""
+    (step,) = run(BY_NAME["bisect-bad-end-skipped"], tmp_path / "job", timeout=120)
+    assert step.code == 2, step.output[-2000:]
+    hint = step.output.split("; hint: ", 1)[1]
+    assert hint.startswith("make the command test --bad")
+    assert "--max-processes" not in hint
