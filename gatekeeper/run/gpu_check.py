@@ -7,7 +7,8 @@ Convergence parity needs a golden: the check first trains the same seeds on the 
 outputs with them, a cross-stack parity of the device against the CPU.
 
 Without a GPU it runs the small CPU sizes and says so in its first line: a CPU run checks that
-the whole flow works, it is not a GPU verdict. ``--sizes gpu|cpu`` forces either.
+the whole flow works, it is not a GPU verdict. ``--sizes gpu|cpu`` forces either. A GPU job
+(``GATEKEEPER_REQUIRE_DEVICE=1``) without a GPU is refused at once (exit 2): its verdict is known.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import StageReport, read_artifacts
 from gatekeeper.contract.verdict import Verdict
 from gatekeeper.core import proc
+from gatekeeper.core.ci_context import PipelineContext
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.files import atomic_write
 from gatekeeper.run.pipeline import PipelineOptions, run_pipeline
@@ -104,6 +106,16 @@ def run_gpu_check(
     if options.sizes not in SIZES:
         raise InputError(None, "--sizes", f"unknown sizes {options.sizes!r}", f"use {', '.join(SIZES)}")
     gpu, line = (False, "--device cpu was requested") if options.device == "cpu" else detect_gpu(environ)
+    if not gpu and PipelineContext.from_env(environ).require_device:
+        # known to fail (the built-in gpu-verified gate blocks a GPU job whose stages ran without a GPU): said
+        # now, not after every stage ran at the CPU sizes (minutes of a runner for a verdict known in advance)
+        raise InputError(
+            None,
+            "gpu-check",
+            f"GATEKEEPER_REQUIRE_DEVICE=1 (a GPU job) but {line}",
+            "run the job on a GPU runner (its tags, /dev/kfd and /dev/dri or the NVIDIA driver, a GPU build of "
+            "torch; gatekeeper doctor says which is missing), or set device_required: false for a CPU job",
+        )
     sizes = options.sizes if options.sizes != "auto" else ("gpu" if gpu else "cpu")
     args = {k: list(v) for k, v in (GPU_ARGS if sizes == "gpu" else CPU_ARGS).items()}
     train = list(GPU_TRAIN if sizes == "gpu" else CPU_TRAIN)

@@ -45,7 +45,7 @@ class Exit:
     # non-zero one, as in a job whose script runs them with `|| true` after a failure)
     before: tuple[tuple[str, ...], ...] = ()
     postgres: bool = False  # "{postgres}" in argv: a real PostgreSQL server's host:port (tests/support/postgres.py)
-    timeout: float = 300.0  # seconds for each command (gpu-check runs every stage at the CPU sizes: minutes)
+    timeout: float = 300.0  # seconds for each command
     # a local fake GitLab API for the commands ("{gitlab}" in env: its URL), its project set up by this function
     # (tests/machine/test_gitlab_settings.py FakeGitLab); the URL reads as https://gitlab.example.com in the output
     gitlab: Callable[[Any], None] | None = None
@@ -643,15 +643,14 @@ EXITS: tuple[Exit, ...] = (
         "gatekeeper-no-gpu",
     ),
     Exit(
-        # a GPU job (the component's device_required: true) on a runner without one: every stage runs at the
-        # CPU sizes (minutes), then the built-in gpu-verified gate blocks the verdict (exit 1)
+        # a GPU job (the component's device_required: true) on a runner without one: refused before any stage
+        # runs (exit 2), its verdict being known
         "gpu-check-require-device-without-gpu",
         ("gpu-check", "--out", "artifacts/gpu_check"),
-        1,
+        2,
         "device_not_available",
         "gatekeeper-required-gpu-missing",
         env=(("GATEKEEPER_REQUIRE_DEVICE", "1"),),
-        timeout=1800.0,
     ),
     # ---------------------------------------------------------------- a stage's own failed checks
     Exit(

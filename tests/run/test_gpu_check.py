@@ -170,6 +170,25 @@ def test_unknown_sizes_are_refused(tmp_path: Path) -> None:
         gpu_check.run_gpu_check(gpu_check.GpuCheckOptions(out=tmp_path, sizes="huge"), {})
 
 
+def test_a_gpu_job_without_a_gpu_is_refused_before_any_stage_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_pipeline(options: Any, environ: Any, log: Any = None) -> Verdict:
+        pytest.fail("a stage ran for a verdict known in advance")
+
+    monkeypatch.setattr(
+        gpu_check, "detect_gpu", lambda env: (False, "no GPU: torch 2.13.0+cpu (CPU-only build) sees none")
+    )
+    monkeypatch.setattr(gpu_check, "run_pipeline", no_pipeline)
+    monkeypatch.setattr(gpu_check, "cpu_golden", no_pipeline)
+    with pytest.raises(InputError) as err:
+        gpu_check.run_gpu_check(gpu_check.GpuCheckOptions(out=tmp_path), {"GATEKEEPER_REQUIRE_DEVICE": "1"})
+    assert err.value.line().startswith(
+        "<input>:gpu-check: GATEKEEPER_REQUIRE_DEVICE=1 (a GPU job) but no GPU: torch 2.13.0+cpu"
+    )
+    # without the variable a CPU run checks the flow at the CPU sizes (test_sizes_follow_the_device)
+
+
 @pytest.mark.slow
 def test_gpu_detection_on_this_machine_reports_why_not() -> None:
     import os
