@@ -140,8 +140,13 @@ def _parse_line(text: bytes, path: Path, number: int) -> dict[str, Any]:
     try:  # the strict reader of every JSON input: UTF-8, no duplicate key, bounded numbers and depth
         doc = files.parse_json(text, path, what="record")
     except InputError as err:
+        # the position in the line ("1:37": column 37; "2:1": past its last character), so that json's
+        # "Invalid control character at" says where
+        row, _, column = err.where.partition(":")
+        at = f", column {column}" if row == "1" and column else ", at its end" if column else ""
+        place = f"line {number}{at}"
         raise InputError(
-            path, f"line {number}", f"not a JSON record: {err.problem}", "fix or remove that line, then import again"
+            path, place, f"not a JSON record: {err.problem}", "fix or remove that line, then import again"
         ) from None
     if not isinstance(doc, dict):
         raise InputError(path, f"line {number}", "a record must be a JSON object", "fix or remove that line")

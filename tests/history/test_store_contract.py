@@ -188,7 +188,7 @@ def test_an_import_file_with_a_bad_line_imports_nothing(spec: str, tmp_path: Pat
     export_records(spec, tmp_path / "ok.jsonl")
     lines = (tmp_path / "ok.jsonl").read_text(encoding="utf-8").splitlines()
     (tmp_path / "bad.jsonl").write_text("\n".join([*lines, lines[0][:40]]) + "\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"bad\.jsonl:line 2: not a JSON record"):
+    with pytest.raises(InputError, match=r"bad\.jsonl:line 2, at its end: not a JSON record: invalid JSON: "):
         import_records(str(tmp_path / "bad.jsonl"), spec)
     newer = json.loads(lines[0]) | {"schema": "gatekeeper.history-record/v9"}
     (tmp_path / "newer.jsonl").write_text(json.dumps(newer) + "\n", encoding="utf-8")
