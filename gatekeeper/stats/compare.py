@@ -116,10 +116,13 @@ class Comparison:
         if self.p99_baseline is not None and self.p99_candidate is not None:
             parts.append(f"P99 {_num(self.p99_baseline)} -> {_num(self.p99_candidate)}{' ' + u if u else ''}")
         text = "; ".join(parts)
-        if self.verdict == "inconclusive" and self.reason:
+        said = self.verdict == "inconclusive" and bool(self.reason)
+        if said:
             text += f" ({self.reason})"
         if self.stopped:
-            text += f"; {self.processes} processes against {self.baseline_processes}, stopped: {self.stopped}"
+            # the rule's reason is often why it stopped too: said once, not twice in one line
+            why = "" if said and self.stopped == self.reason else f", stopped: {self.stopped}"
+            text += f"; {self.processes} processes against {self.baseline_processes}{why}"
         return f"{label}: {text}" if label else text
 
 

@@ -65,6 +65,13 @@ def test_line_of_an_inconclusive_answer_says_why() -> None:
     assert c.line() == "-> inconclusive (a; b)"
     assert _cmp(verdict="equivalent", reason="not shown").line().startswith("median +3.1% [95% CI +1.9, +4.4]")
     assert "not shown" not in _cmp(verdict="equivalent", reason="not shown").line()
+    # a sequential run stopped for the reason the rule gives: said once in the line, not twice
+    why = "the budget ran out after 3 processes: the runs fluctuate"
+    c = _cmp(verdict="inconclusive", ci=None, tail_rate_baseline=None, p99_baseline=None, reason=why, stopped=why,
+             processes=3, baseline_processes=3)  # fmt: skip
+    assert c.line() == f"-> inconclusive ({why}); 3 processes against 3"
+    c = _cmp(stopped="decided", processes=7, baseline_processes=10)
+    assert c.line().endswith("; 7 processes against 10, stopped: decided")
 
 
 @pytest.mark.parametrize(
