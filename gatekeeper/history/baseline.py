@@ -8,7 +8,8 @@ Its own module so that the stores import these from here, not from the registry 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,6 +21,7 @@ __all__ = [
     "RunInfo",
     "baseline_branch",
     "beyond_clock",
+    "clock_check",
     "comparability",
     "first_comparable",
     "read_record",
@@ -139,6 +141,25 @@ def beyond_clock(recorded_at: object, now: dt.datetime, *, field: str = "recorde
     except InputError as err:
         return f"{field}: {err.problem}" if isinstance(recorded_at, str) else f"no {field}"
     return None
+
+
+_STORED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00")  # the stores' own form: utc_now()
+
+
+def clock_check(now: dt.datetime, *, field: str = "recorded_at") -> Callable[[object], str | None]:
+    """``beyond_clock`` against one clock, for many records: a time in the stores' own form (UTC, to the second)
+    is compared as text, whose order is then its time's (a store reads thousands of records per command);
+    any other is parsed."""
+    from gatekeeper.core.budgets import CLOCK_SKEW
+
+    bound = (now.astimezone(dt.timezone.utc) + CLOCK_SKEW).isoformat(timespec="seconds")
+
+    def check(value: object) -> str | None:
+        if isinstance(value, str) and value <= bound and _STORED.fullmatch(value):
+            return None
+        return beyond_clock(value, now, field=field)
+
+    return check
 
 
 def unusable(doc: Any, where: str = "stored record") -> str | None:

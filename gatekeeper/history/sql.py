@@ -36,6 +36,7 @@ from gatekeeper.history.baseline import (
     BaselineStore,
     RunInfo,
     beyond_clock,
+    clock_check,
     first_comparable,
     read_record,
 )
@@ -129,7 +130,9 @@ class SqlStore(BaselineStore):
         near = (now + CLOCK_SKEW - _OFFSET_BEHIND).isoformat(timespec="seconds")
         bound = (now + CLOCK_SKEW + _OFFSET_AHEAD).isoformat(timespec="seconds")
         where = " AND ".join(conds)
-        query = f"SELECT id, {column} FROM {table} WHERE {where} AND {column} > ? ORDER BY id DESC LIMIT ?"  # noqa: S608 - constant table and column names and ? placeholders only  # nosec B608
+        query = (
+            f"SELECT id, {column} FROM {table} WHERE {where} AND {column} > ? ORDER BY {column} DESC, id DESC LIMIT ?"  # noqa: S608 - constant table and column names and ? placeholders only  # nosec B608
+        )
         far = self._rows(query, [*args, bound, _NAMED + 1])
         label = "anchor " if table == "anchors" else f"run {self.label}:"
         clock = now.isoformat(timespec="seconds")
@@ -238,10 +241,10 @@ class SqlStore(BaselineStore):
         """The rows that parse (and, for a ``baseline``, hold only usable numbers) and were not recorded after
         ``now`` (``beyond_clock``: the reading job's clock), read one at a time; the others are named in
         ``skipped``."""
-        now = now or self._clock()
+        late_of = clock_check(now or self._clock())
         for row_id, ref, commit, pipeline, verdict, at, text, tag, stack, channel in rows:
             info = RunInfo(ref, commit, pipeline, verdict, at, f"{self.label}:{row_id}", tag, json_dict(stack) or None)
-            late = beyond_clock(at, now)
+            late = late_of(at)
             if late:
                 what = "baseline record" if baseline else "record"
                 self.skipped.append(f"{what} {info.describe()} in {self.where()} skipped: {late}")
@@ -314,6 +317,7 @@ class SqlStore(BaselineStore):
         self._scope(conds, args)
         now = self._clock()
         near = self._believed(conds, args, now)
+        late_of = clock_check(now)
         with self._connect() as conn:
             summaries = summaries and self._series_table(conn, create=False)
         source = f"results LEFT JOIN {SERIES_TABLE} s ON s.result_id = results.id" if summaries else "results"
@@ -333,7 +337,7 @@ class SqlStore(BaselineStore):
             rid, st, ch, kind, arch, rocm, model, ref, tag, commit, pipeline, verdict, at, env, stack, pts, cfg, rep = (
                 row[:18]
             )
-            late = beyond_clock(at, now)
+            late = late_of(at)
             if late:
                 self.skipped.append(f"record run {self.label}:{rid} in {self.where()} skipped: {late}")
                 continue
