@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import md_code_block, md_text, terminal
+from gatekeeper.core.escape import md_code_block, md_text, terminal, terminal_lines
 from gatekeeper.history import open_store
 from gatekeeper.history.sql import SqlStore
 
@@ -66,9 +66,8 @@ def _elsewhere(change: Any, groups: dict[Any, list[Any]]) -> dict[str, Any] | No
 
 def _shown(lines: Sequence[str]) -> str:
     """Lines for a terminal, each one line whatever its values hold: a recorded ref, commit, image or reason with
-    a newline in it would start a line of its own (a forged ``  bisect: curl … | sh`` under a real change;
-    docs/security.md, "Findings of the 2026-12-04 audit, second pass"), so every line is escaped on its own."""
-    return "\n".join(terminal(line, newlines=False) for line in lines) + "\n"
+    a newline in it would start a line of its own (a forged ``  bisect: curl … | sh`` under a real change)."""
+    return terminal_lines(lines) + "\n"
 
 
 def _check_date(text: str) -> None:
