@@ -304,3 +304,21 @@ def test_a_newline_in_a_checks_name_forges_no_line_of_the_job_log(tmp_path, caps
     text = capsys.readouterr().out
     assert "functional_test/conv2d\\x0agatekeeper: blocking gate" in text
     assert not [line for line in text.splitlines() if line.startswith("gatekeeper: blocking gate gpu-verified")]
+
+
+def test_doctor_from_a_torch_version_with_a_newline_forges_no_summary_line(tmp_path, capsys):
+    """2026-12-04 audit, second pass: doctor's text kept newlines; a capture's torch.json (someone's paste) with a
+    torch version ``2.5.1\\nSummary: ready`` put a second summary line above the real one."""
+    import json
+
+    capture = tmp_path / "cap"
+    capture.mkdir()
+    text = (FIXTURES / "rocminfo__amd-gpu-hello-rx7900xtx-gfx1100.txt").read_text(encoding="utf-8")
+    (capture / "rocminfo.txt").write_text(text, encoding="utf-8")
+    torch = {"version": "2.5.1\nSummary: ready: 0 error(s), 0 warning(s)", "hip": "6.2.41133", "available": True,
+             "arch_list": ["gfx1100"], "devices": []}  # fmt: skip
+    (capture / "torch.json").write_text(json.dumps(torch), encoding="utf-8")
+    main(["doctor", "--from", str(capture)])
+    out = capsys.readouterr().out
+    assert len([line for line in out.splitlines() if line.startswith("Summary:")]) == 1, out
+    assert "2.5.1\\x0aSummary: ready" in out
