@@ -104,9 +104,12 @@ class SqlStore(BaselineStore):
     def _sql(self, text: str) -> str:
         return text if self.placeholder == "?" else text.replace("?", self.placeholder)
 
-    def _rows(self, query: str, args: Sequence[Any]) -> list[Sequence[Any]]:
-        with self._connect() as conn:
+    def _rows(self, query: str, args: Sequence[Any], conn: Any = None) -> list[Sequence[Any]]:
+        """The rows of one query, on ``conn`` (one read's queries share a connection) or a new connection."""
+        if conn is not None:
             return list(conn.execute(self._sql(query), list(args)).fetchall())
+        with self._connect() as new:
+            return list(new.execute(self._sql(query), list(args)).fetchall())
 
     def _scope(self, conds: list[str], args: list[object]) -> None:
         if self.project:
@@ -119,7 +122,14 @@ class SqlStore(BaselineStore):
         return dt.datetime.now(dt.timezone.utc)
 
     def _believed(
-        self, conds: list[str], args: list[object], now: dt.datetime, what: str = "record", *, table: str = "results"
+        self,
+        conds: list[str],
+        args: list[object],
+        now: dt.datetime,
+        what: str = "record",
+        *,
+        table: str = "results",
+        conn: Any = None,
     ) -> int:
         """Keep the rows dated after the clock out of a query: add the condition to ``conds`` (rows later than
         ``now`` by more than any UTC offset are left out, and named in ``skipped``); return how many rows the
@@ -133,7 +143,7 @@ class SqlStore(BaselineStore):
         query = (
             f"SELECT id, {column} FROM {table} WHERE {where} AND {column} > ? ORDER BY {column} DESC, id DESC LIMIT ?"  # noqa: S608 - constant table and column names and ? placeholders only  # nosec B608
         )
-        far = self._rows(query, [*args, bound, _NAMED + 1])
+        far = self._rows(query, [*args, bound, _NAMED + 1], conn)
         label = "anchor " if table == "anchors" else f"run {self.label}:"
         clock = now.isoformat(timespec="seconds")
         for row_id, at in far[:_NAMED]:
@@ -144,7 +154,7 @@ class SqlStore(BaselineStore):
         if len(far) > _NAMED:
             self.skipped.append(f"and more {what}s in {self.where()} dated after this job's clock, skipped")
         query = f"SELECT COUNT(*) FROM {table} WHERE {where} AND {column} > ? AND {column} <= ?"  # noqa: S608 - constant table and column names and ? placeholders only  # nosec B608
-        near_rows = int(self._rows(query, [*args, near, bound])[0][0])
+        near_rows = int(self._rows(query, [*args, near, bound], conn)[0][0])
         conds.append(f"{column} <= ?")
         args.append(bound)
         return near_rows
@@ -218,10 +228,11 @@ class SqlStore(BaselineStore):
         self._scope(conds, args)
         now = self._clock()
         self.skipped = []
-        near = self._believed(conds, args, now, "baseline record")
-        where = " AND ".join(conds)
-        query = f"SELECT {RECORD} FROM results WHERE {where} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
-        rows = self._rows(query, [*args, _SCAN + near])
+        with self._connect() as conn:
+            near = self._believed(conds, args, now, "baseline record", conn=conn)
+            where = " AND ".join(conds)
+            query = f"SELECT {RECORD} FROM results WHERE {where} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+            rows = self._rows(query, [*args, _SCAN + near], conn)
         device = env.device_kind if env.arch in (None, env.device_kind) else f"{env.device_kind} {env.arch}"
         on = f", branch {branch}" if branch else ""
         self.why_missing = (
@@ -280,9 +291,12 @@ class SqlStore(BaselineStore):
         self._scope(conds, args)
         now = self._clock()
         self.skipped = []
-        near = self._believed(conds, args, now)
-        query = f"SELECT {RECORD} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
-        rows = self._rows(query, [*args, int(limit) + near])
+        with self._connect() as conn:
+            near = self._believed(conds, args, now, conn=conn)
+            query = (
+                f"SELECT {RECORD} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+            )
+            rows = self._rows(query, [*args, int(limit) + near], conn)
         return list(self._usable(rows, baseline=False, now=now))[: int(limit)]
 
     # -- whole-history reads (changes, export) ------------------------------------------------------------
@@ -316,9 +330,9 @@ class SqlStore(BaselineStore):
             args.append(since)
         self._scope(conds, args)
         now = self._clock()
-        near = self._believed(conds, args, now)
         late_of = clock_check(now)
         with self._connect() as conn:
+            near = self._believed(conds, args, now, conn=conn)
             summaries = summaries and self._series_table(conn, create=False)
         source = f"results LEFT JOIN {SERIES_TABLE} s ON s.result_id = results.id" if summaries else "results"
         columns = SERIES_SUMMARY if summaries else SERIES
@@ -413,12 +427,14 @@ class SqlStore(BaselineStore):
         args: list[object] = []
         self._scope(conds, args)
         now = self._clock()
-        # appended to, not reset: the records read before the anchors keep their warnings
-        self._believed(conds, args, now, "anchor", table="anchors")
-        query = "SELECT id, run, channel, device_kind, arch, set_by, reason, set_at FROM anchors "
-        query += f"WHERE {' AND '.join(conds)} ORDER BY set_at DESC, id DESC"
+        with self._connect() as conn:
+            # appended to, not reset: the records read before the anchors keep their warnings
+            self._believed(conds, args, now, "anchor", table="anchors", conn=conn)
+            query = "SELECT id, run, channel, device_kind, arch, set_by, reason, set_at FROM anchors "
+            query += f"WHERE {' AND '.join(conds)} ORDER BY set_at DESC, id DESC"
+            rows = self._rows(query, args, conn)
         out = []
-        for row in self._rows(query, args):
+        for row in rows:
             mark = AnchorMark(*row)
             late = beyond_clock(mark.set_at, now, field="set_at")
             if late:  # the newest anchor wins: one set "in 9999" would be the anchor for ever
