@@ -352,6 +352,27 @@ def test_a_record_claiming_a_time_after_the_clock_is_never_the_newest_run_baseli
     assert anchor.info.commit == "good"
 
 
+@pytest.mark.parametrize("claim", ["year 9999", "3 hours ahead"])
+def test_a_flood_of_rows_dated_after_the_clock_pushes_no_real_run_out_of_a_read(spec: str, claim: str) -> None:
+    """More planted rows than a read examines (``_SCAN``, a ``limit``, ``newest``): far-future ones are left out by
+    the query itself, those a few hours ahead are asked for on top of the number the read wants."""
+    from gatekeeper.history.sql_schema import COLUMNS
+
+    store = _open(spec)
+    yesterday = _from_now(days=-1).isoformat(timespec="seconds")
+    store.save(_report(10.0), RunInfo("main", "good", "1", "pass", yesterday))
+    store.save(_report(99.0), RunInfo("main", "planted", "2", "pass", yesterday))
+    _execute(spec, "UPDATE results SET recorded_at = ? WHERE commit_sha = ?", [_FUTURE[claim](), "planted"])
+    cols = ", ".join(COLUMNS)
+    _execute(spec, f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 600) "
+             f"INSERT INTO results ({cols}) SELECT {cols} FROM results, n WHERE commit_sha = 'planted'")  # fmt: skip
+    got = store.latest_record("performance_baseline", _report(1.0))
+    assert got is not None
+    assert got[0].commit == "good"
+    assert [i.commit for i, _ in store.history("performance_baseline", limit=1)] == ["good"]
+    assert [r.commit for r in store.series(newest=1)] == ["good"]
+
+
 def test_a_record_within_the_clock_skew_is_still_the_newest(spec: str) -> None:
     """The bound is the reading job's clock plus ``budgets.CLOCK_SKEW``: a runner whose clock is a few minutes
     ahead still records the baseline."""
