@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gatekeeper.analyze.diagnosis import FailureDiagnosis
-from gatekeeper.core.escape import md_code_block, md_code_span, md_link, md_text, terminal
+from gatekeeper.core.escape import md_code_block, md_code_span, md_link, md_text, terminal_lines
 
 __all__ = ["FORMATS", "failing_label", "render"]
 
@@ -21,7 +21,9 @@ def render(diagnosis: FailureDiagnosis, fmt: str) -> str:
     if fmt == "md":
         return _markdown(diagnosis)
     if fmt == "text":
-        return terminal(_text(diagnosis))  # log lines may carry escape sequences: shown, never interpreted
+        # log lines, check names and messages may carry escape sequences and newlines: shown, never interpreted,
+        # and none starts a line of its own
+        return terminal_lines(_text(diagnosis)) + "\n"
     raise ValueError(f"unknown format {fmt!r}")
 
 
@@ -103,7 +105,7 @@ def _markdown(d: FailureDiagnosis) -> str:
     return "\n".join(out)
 
 
-def _text(d: FailureDiagnosis) -> str:
+def _text(d: FailureDiagnosis) -> list[str]:
     out = [f"failure analysis: {_title(d)}"]
     out += [f"  {line}" for line in _structured_lines(d)]
     out.append(f"  {d.explanation}")
@@ -127,7 +129,7 @@ def _text(d: FailureDiagnosis) -> str:
     if d.bundle:
         out.append(f"reproduction bundle: {d.bundle}")
     out += [f"not read to the end: {_unread(s, n)}" for s, n in d.truncated.items()]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _unread(source: str, read: int) -> str:

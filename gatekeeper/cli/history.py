@@ -30,8 +30,11 @@ def _changes(args: argparse.Namespace) -> int:
 
 
 def _warn(lines: Sequence[str]) -> None:
+    """One warning a line: a skipped record is named by its recorded ref and commit, which may hold a newline."""
+    from gatekeeper.core.escape import terminal
+
     for line in lines:
-        print(f"gatekeeper: warning: {line}", file=sys.stderr)
+        print(f"gatekeeper: warning: {terminal(line, newlines=False)}", file=sys.stderr)
 
 
 def _platforms(args: argparse.Namespace) -> int:

@@ -54,6 +54,7 @@ __all__ = [
     "slack_link",
     "slack_text",
     "terminal",
+    "terminal_lines",
     "xml_text",
 ]
 
@@ -77,6 +78,14 @@ def _visible(match: re.Match[str]) -> str:
 def terminal(text: str, *, newlines: bool = True) -> str:
     """``text`` safe to print: control characters become ``\\xNN`` (newlines kept unless ``newlines=False``)."""
     return (_CONTROL if newlines else _CONTROL_NO_NEWLINE).sub(_visible, str(text))
+
+
+def terminal_lines(lines: Iterable[object]) -> str:
+    """Lines for a terminal or a job log, joined by newlines, each escaped on its own (``newlines=False``): a value
+    inside one (a check's name, a recorded commit or image) with a newline in it cannot start a line of its own,
+    such as a forged ``gatekeeper: blocking gate NAME: CATEGORY on ...`` that ``gatekeeper analyze`` reads from
+    the job log as the failure's category (docs/security.md, "Findings of the 2026-12-04 audit, second pass")."""
+    return "\n".join(terminal(str(line), newlines=False) for line in lines)
 
 
 def xml_text(text: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.contract.verdict import GateResult, Outcome, Verdict
-from gatekeeper.core.escape import md_code_block, md_code_span, md_text, shell_join, terminal, xml_text
+from gatekeeper.core.escape import md_code_block, md_code_span, md_text, shell_join, terminal_lines, xml_text
 from gatekeeper.evaluate.point_gates import SweepTable, split_results, sweep_tables
 
 __all__ = ["OUTPUTS", "banner", "no_gpu_line", "sweep_markdown", "to_junit", "to_markdown", "to_metrics_txt"]
@@ -273,16 +273,17 @@ def to_metrics_txt(v: Verdict) -> str:
 
 def banner(v: Verdict) -> str:
     """The short text printed before a non-zero exit."""
-    t = terminal  # names and reasons come from the code under test: no escape sequences reach the terminal
-    gpu = f"\ngatekeeper: {t(no_gpu_line(v))}" if not v.gpu_verified else ""
+    # Names and reasons come from the code under test (a failing check's name is in a count gate's reason): no
+    # escape sequence reaches the terminal, and no newline in one starts a line of the job log that analyze
+    # would read as gatekeeper's own (terminal_lines).
+    gpu = [f"gatekeeper: {no_gpu_line(v)}"] if not v.gpu_verified else []
     if v.result == "pass":
-        return f"gatekeeper: PASSED. {t(v.summary)}{gpu}"
+        return terminal_lines([f"gatekeeper: PASSED. {v.summary}", *gpu])
     head = "BLOCKED" if v.result == "blocked" else "PASSED WITH WARNINGS"
     gates = v.blocking_gates if v.result == "blocked" else v.warning_gates
-    lines = ["=" * 72, f"gatekeeper: {head}. {t(v.summary)}"]
-    lines += [f"  - {t(g.name, newlines=False)}: {t(g.reason)}" for g in gates]
-    lines += [f"  - warning: {t(w)}" for w in v.warnings]
-    if gpu:
-        lines.append(gpu.strip())
+    lines = ["=" * 72, f"gatekeeper: {head}. {v.summary}"]
+    lines += [f"  - {g.name}: {g.reason}" for g in gates]
+    lines += [f"  - warning: {w}" for w in v.warnings]
+    lines += gpu
     lines.append("=" * 72)
-    return "\n".join(lines)
+    return terminal_lines(lines)

@@ -7,7 +7,9 @@ Its own module so that the stores import these from here, not from the registry 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,6 +21,8 @@ __all__ = [
     "BaselineStore",
     "RunInfo",
     "baseline_branch",
+    "beyond_clock",
+    "clock_check",
     "comparability",
     "first_comparable",
     "read_record",
@@ -111,6 +115,52 @@ def read_record(raw: str | bytes | Mapping[str, Any] | None, where: str) -> tupl
         return parse_stage(dict(doc), where, what="a stored stage result"), None
     except InputError as err:  # the caller names the record; the reason names the field
         return None, err.problem if not err.where or err.where in err.problem else f"{err.where}: {err.problem}"
+
+
+def beyond_clock(recorded_at: object, now: dt.datetime, *, field: str = "recorded_at") -> str | None:
+    """Why a record's own claim of when it was recorded is not believed, or None.
+
+    Every store orders its records by that claim (the newest is the baseline, the newest release the anchor),
+    so a row that says ``9999-12-31`` (or ``z``, which sorts after every digit) was every later run's baseline
+    whatever was recorded after it. A claim is believed up to the reading job's clock, with the skew allowance
+    of ``budgets.aware_utc``'s ``not_after`` (which reads it); a time without an offset is read as UTC, as the
+    stores compare their text. Each store skips such a record with a warning naming it (``skipped``), as one
+    that does not read (docs/security.md, "Findings of the 2026-12-04 audit, second pass")."""
+    from gatekeeper.core.budgets import aware_utc
+    from gatekeeper.core.errors import InputError
+
+    text = recorded_at
+    if isinstance(recorded_at, str):
+        try:
+            parsed = dt.datetime.fromisoformat(recorded_at)
+        except ValueError:
+            parsed = None
+        if parsed is not None and parsed.tzinfo is None:  # 2026-01-01: what a test or an old store wrote
+            text = parsed.replace(tzinfo=dt.timezone.utc).isoformat()
+    try:
+        aware_utc(text, path=None, where=field, not_after=now)
+    except InputError as err:
+        return f"{field}: {err.problem}" if isinstance(recorded_at, str) else f"no {field}"
+    return None
+
+
+_STORED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00")  # the stores' own form: utc_now()
+
+
+def clock_check(now: dt.datetime, *, field: str = "recorded_at") -> Callable[[object], str | None]:
+    """``beyond_clock`` against one clock, for many records: a time in the stores' own form (UTC, to the second)
+    is compared as text, whose order is then its time's (a store reads thousands of records per command);
+    any other is parsed."""
+    from gatekeeper.core.budgets import CLOCK_SKEW
+
+    bound = (now.astimezone(dt.timezone.utc) + CLOCK_SKEW).isoformat(timespec="seconds")
+
+    def check(value: object) -> str | None:
+        if isinstance(value, str) and value <= bound and _STORED.fullmatch(value):
+            return None
+        return beyond_clock(value, now, field=field)
+
+    return check
 
 
 def unusable(doc: Any, where: str = "stored record") -> str | None:

@@ -27,7 +27,14 @@ from gatekeeper.contract.stage_report import StageReport
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact
-from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, read_record
+from gatekeeper.history.baseline import (
+    BASELINE_VERDICTS,
+    BaselineStore,
+    RunInfo,
+    beyond_clock,
+    first_comparable,
+    read_record,
+)
 
 __all__ = ["GitStore"]
 
@@ -99,8 +106,16 @@ class GitStore(BaselineStore):
         except KeyError:
             return []
         out = []
+        now = dt.datetime.now(dt.timezone.utc)
         for blob in sorted(tree.blobs, key=lambda b: b.name, reverse=True):
             where = f"{self.branch}:results/{stage}/{blob.name}"
+            # the name orders the records (newest first) and the file says when it was recorded: neither is
+            # believed past this job's clock (baseline.beyond_clock), or that file is every later run's baseline
+            named = _name_time(blob.name)
+            late = beyond_clock(named, now, field="name") if named else "its name does not start with a time"
+            if late:
+                self.skipped.append(f"baseline record {where} skipped: {late}")
+                continue
             try:
                 doc = files.parse_json(blob.data_stream.read(), where, what="stored record")
                 fields = doc.get("info", {}) if isinstance(doc, dict) else None
@@ -112,6 +127,9 @@ class GitStore(BaselineStore):
                         "remove the hand-edited record from the history branch",
                     )
                 info = RunInfo(**{**fields, "run_id": where})
+                late = beyond_clock(info.recorded_at, now)
+                if late:
+                    raise InputError(where, "info", late, "remove the record from the history branch")
             except (InputError, TypeError) as err:  # a file someone edited by hand: not a baseline
                 self.skipped.append(f"baseline record {where} skipped: {err}")
                 continue
@@ -198,6 +216,14 @@ def _identity(repo: git.Repo) -> dict[str, str]:
     if reader.has_option("user", "name") and reader.has_option("user", "email"):
         return {}
     return {k: os.environ.get(k, v) for k, v in _IDENTITY.items()}
+
+
+def _name_time(name: str) -> str | None:
+    """The time a record's file name starts with (``save``: ``%Y%m%dT%H%M%S%fZ``), ISO 8601; None if none."""
+    try:
+        return dt.datetime.strptime(name[:22], "%Y%m%dT%H%M%S%fZ").replace(tzinfo=dt.timezone.utc).isoformat()
+    except ValueError:
+        return None
 
 
 def _stamp(recorded_at: str | None) -> dt.datetime:

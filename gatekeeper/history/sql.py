@@ -22,14 +22,24 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import datetime as dt
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from gatekeeper.contract.stage_report import StageReport, utc_now
+from gatekeeper.core.budgets import CLOCK_SKEW
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact_obj
-from gatekeeper.history.baseline import BASELINE_VERDICTS, BaselineStore, RunInfo, first_comparable, read_record
+from gatekeeper.history.baseline import (
+    BASELINE_VERDICTS,
+    BaselineStore,
+    RunInfo,
+    beyond_clock,
+    clock_check,
+    first_comparable,
+    read_record,
+)
 from gatekeeper.history.sql_schema import (
     COLUMNS,
     RECORD,
@@ -48,6 +58,13 @@ __all__ = ["SCHEMA_VERSION", "SqlStore"]
 
 SCHEMA_VERSION = 2
 _SCAN = 500  # rows examined for a comparable baseline before giving up
+# A stored time is text, compared as text: one written with an offset reads up to 14 hours later (23:59+14:00)
+# or 12 hours earlier (-12:00) than it is. The queries leave out only rows later than the clock by more than
+# that (so a flood of far-future rows cannot push every real one out of a LIMIT), and ask for as many more rows
+# as may be later than the clock under their text; beyond_clock then judges each row read, offset and all.
+_OFFSET_AHEAD = dt.timedelta(hours=14)
+_OFFSET_BEHIND = dt.timedelta(hours=12)
+_NAMED = 5  # far-future rows named in a warning, per query
 
 
 class SqlStore(BaselineStore):
@@ -87,14 +104,60 @@ class SqlStore(BaselineStore):
     def _sql(self, text: str) -> str:
         return text if self.placeholder == "?" else text.replace("?", self.placeholder)
 
-    def _rows(self, query: str, args: Sequence[Any]) -> list[Sequence[Any]]:
-        with self._connect() as conn:
+    def _rows(self, query: str, args: Sequence[Any], conn: Any = None) -> list[Sequence[Any]]:
+        """The rows of one query, on ``conn`` (one read's queries share a connection) or a new connection."""
+        if conn is not None:
             return list(conn.execute(self._sql(query), list(args)).fetchall())
+        with self._connect() as new:
+            return list(new.execute(self._sql(query), list(args)).fetchall())
 
     def _scope(self, conds: list[str], args: list[object]) -> None:
         if self.project:
             conds.append("(project IS NULL OR project = ?)")
             args.append(self.project)
+
+    @staticmethod
+    def _clock() -> dt.datetime:
+        """The reading job's clock: a record's ``recorded_at`` (an anchor's ``set_at``) is believed up to it."""
+        return dt.datetime.now(dt.timezone.utc)
+
+    def _believed(
+        self,
+        conds: list[str],
+        args: list[object],
+        now: dt.datetime,
+        what: str = "record",
+        *,
+        table: str = "results",
+        conn: Any = None,
+    ) -> int:
+        """Keep the rows dated after the clock out of a query: add the condition to ``conds`` (rows later than
+        ``now`` by more than any UTC offset are left out, and named in ``skipped``); return how many rows the
+        query still holds that may be dated after ``now`` as text (those ``beyond_clock`` judges one by one),
+        so that a query with a LIMIT asks for that many more and still gets its number of believed rows (the
+        caller keeps no more than its number)."""
+        column = "set_at" if table == "anchors" else "recorded_at"
+        near = (now + CLOCK_SKEW - _OFFSET_BEHIND).isoformat(timespec="seconds")
+        bound = (now + CLOCK_SKEW + _OFFSET_AHEAD).isoformat(timespec="seconds")
+        where = " AND ".join(conds)
+        query = (
+            f"SELECT id, {column} FROM {table} WHERE {where} AND {column} > ? ORDER BY {column} DESC, id DESC LIMIT ?"  # noqa: S608 - constant table and column names and ? placeholders only  # nosec B608
+        )
+        far = self._rows(query, [*args, bound, _NAMED + 1], conn)
+        label = "anchor " if table == "anchors" else f"run {self.label}:"
+        clock = now.isoformat(timespec="seconds")
+        for row_id, at in far[:_NAMED]:
+            self.skipped.append(
+                f"{what} {label}{row_id} in {self.where()} skipped: {column} {str(at)[:40]!r} is later than this "
+                f"job's clock ({clock}) by more than any UTC offset"
+            )
+        if len(far) > _NAMED:
+            self.skipped.append(f"and more {what}s in {self.where()} dated after this job's clock, skipped")
+        query = f"SELECT COUNT(*) FROM {table} WHERE {where} AND {column} > ? AND {column} <= ?"  # noqa: S608 - constant table and column names and ? placeholders only  # nosec B608
+        near_rows = int(self._rows(query, [*args, near, bound], conn)[0][0])
+        conds.append(f"{column} <= ?")
+        args.append(bound)
+        return near_rows
 
     @staticmethod
     def _eq(column: str, value: object, args: list[object]) -> str:
@@ -163,28 +226,40 @@ class SqlStore(BaselineStore):
             conds.append("ref = ?")
             args.append(branch)
         self._scope(conds, args)
-        where = " AND ".join(conds)
-        query = f"SELECT {RECORD} FROM results WHERE {where} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
-        rows = self._rows(query, [*args, _SCAN])
+        now = self._clock()
+        self.skipped = []
+        with self._connect() as conn:
+            near = self._believed(conds, args, now, "baseline record", conn=conn)
+            where = " AND ".join(conds)
+            query = f"SELECT {RECORD} FROM results WHERE {where} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+            rows = self._rows(query, [*args, _SCAN + near], conn)
         device = env.device_kind if env.arch in (None, env.device_kind) else f"{env.device_kind} {env.arch}"
         on = f", branch {branch}" if branch else ""
         self.why_missing = (
             f"no passed {stage} result on {device} ({env.channel} channel{on}, verdict pass or warn) in "
             f"{self.where()} yet (first run of this branch or device)"
         )
-        self.skipped = []
-        found, reasons = first_comparable(self._usable(rows), like)
+        found, reasons = first_comparable(self._usable(rows, now=now), like)
         if found is not None:
             self.why_missing = ""
         elif reasons:
             self.why_missing = reasons[0]  # the newest candidate's reason, as the GitLab store reports
         return found
 
-    def _usable(self, rows: Iterable[Sequence[Any]], *, baseline: bool = True) -> Iterator[tuple[RunInfo, StageReport]]:
-        """The rows that parse (and, for a ``baseline``, hold only usable numbers), read one at a time;
-        the others are named in ``skipped``."""
+    def _usable(
+        self, rows: Iterable[Sequence[Any]], *, baseline: bool = True, now: dt.datetime | None = None
+    ) -> Iterator[tuple[RunInfo, StageReport]]:
+        """The rows that parse (and, for a ``baseline``, hold only usable numbers) and were not recorded after
+        ``now`` (``beyond_clock``: the reading job's clock), read one at a time; the others are named in
+        ``skipped``."""
+        late_of = clock_check(now or self._clock())
         for row_id, ref, commit, pipeline, verdict, at, text, tag, stack, channel in rows:
             info = RunInfo(ref, commit, pipeline, verdict, at, f"{self.label}:{row_id}", tag, json_dict(stack) or None)
+            late = late_of(at)
+            if late:
+                what = "baseline record" if baseline else "record"
+                self.skipped.append(f"{what} {info.describe()} in {self.where()} skipped: {late}")
+                continue
             report = self._parse(text, info, baseline=baseline, channel=channel)
             if report is not None:
                 yield info, report
@@ -214,9 +289,15 @@ class SqlStore(BaselineStore):
             conds.append("channel = ?")
             args.append(channel)
         self._scope(conds, args)
-        query = f"SELECT {RECORD} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+        now = self._clock()
         self.skipped = []
-        return list(self._usable(self._rows(query, [*args, int(limit)]), baseline=False))
+        with self._connect() as conn:
+            near = self._believed(conds, args, now, conn=conn)
+            query = (
+                f"SELECT {RECORD} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
+            )
+            rows = self._rows(query, [*args, int(limit) + near], conn)
+        return list(self._usable(rows, baseline=False, now=now))[: int(limit)]
 
     # -- whole-history reads (changes, export) ------------------------------------------------------------
     def series(
@@ -248,14 +329,17 @@ class SqlStore(BaselineStore):
             conds.append("recorded_at >= ?")
             args.append(since)
         self._scope(conds, args)
+        now = self._clock()
+        late_of = clock_check(now)
         with self._connect() as conn:
+            near = self._believed(conds, args, now, conn=conn)
             summaries = summaries and self._series_table(conn, create=False)
         source = f"results LEFT JOIN {SERIES_TABLE} s ON s.result_id = results.id" if summaries else "results"
         columns = SERIES_SUMMARY if summaries else SERIES
         query = f"SELECT {columns} FROM {source} WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
         if newest is not None:
             query += " LIMIT ?"
-            args.append(int(newest))
+            args.append(int(newest) + near)
         out = []
         texts: dict[str, dict[str, Any]] = {}  # a history repeats its environments: parse each text once
         names: dict[str, tuple[str, ...] | None] = {}
@@ -267,6 +351,10 @@ class SqlStore(BaselineStore):
             rid, st, ch, kind, arch, rocm, model, ref, tag, commit, pipeline, verdict, at, env, stack, pts, cfg, rep = (
                 row[:18]
             )
+            late = late_of(at)
+            if late:
+                self.skipped.append(f"record run {self.label}:{rid} in {self.where()} skipped: {late}")
+                continue
             pts = points_of.get(rid, pts)
             points, config = ({} if levels is not None else json_dict(pts)), json_cached(cfg, texts)
             if levels is None and not points:  # a row written before schema 2: read its report once
@@ -296,7 +384,7 @@ class SqlStore(BaselineStore):
                     levels,
                 )
             )
-        return out
+        return out if newest is None else out[max(0, len(out) - int(newest)) :]
 
     def _points_of(self, ids: Sequence[int]) -> dict[int, Any]:
         """The ``points`` column of these records."""
@@ -338,9 +426,22 @@ class SqlStore(BaselineStore):
         conds: list[str] = ["1 = 1"]
         args: list[object] = []
         self._scope(conds, args)
-        query = "SELECT id, run, channel, device_kind, arch, set_by, reason, set_at FROM anchors "
-        query += f"WHERE {' AND '.join(conds)} ORDER BY set_at DESC, id DESC"
-        return [AnchorMark(*row) for row in self._rows(query, args)]
+        now = self._clock()
+        with self._connect() as conn:
+            # appended to, not reset: the records read before the anchors keep their warnings
+            self._believed(conds, args, now, "anchor", table="anchors", conn=conn)
+            query = "SELECT id, run, channel, device_kind, arch, set_by, reason, set_at FROM anchors "
+            query += f"WHERE {' AND '.join(conds)} ORDER BY set_at DESC, id DESC"
+            rows = self._rows(query, args, conn)
+        out = []
+        for row in rows:
+            mark = AnchorMark(*row)
+            late = beyond_clock(mark.set_at, now, field="set_at")
+            if late:  # the newest anchor wins: one set "in 9999" would be the anchor for ever
+                self.skipped.append(f"anchor {mark.id} (run {mark.run}) in {self.where()} skipped: {late}")
+                continue
+            out.append(mark)
+        return out
 
     def set_anchor(self, run: str, *, by: str, reason: str, at: str | None = None) -> AnchorMark:
         """Pin ``run`` as the anchor of its channel and device from now on; the records must exist."""
@@ -357,6 +458,9 @@ class SqlStore(BaselineStore):
         env = records[0][1].environment
         project = (records[0][0].stack or {}).get("project") or self.project
         when = at or utc_now()
+        late = beyond_clock(when, self._clock(), field="set_at")
+        if late:  # anchors() would never believe it (and a mark set so would win over every later one)
+            raise InputError(None, "set_at", late, "set the anchor now (leave the time out)")
         insert = (
             "INSERT INTO anchors (run, channel, device_kind, arch, set_by, reason, set_at, project) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"

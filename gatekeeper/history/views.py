@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gatekeeper.core.errors import InputError
-from gatekeeper.core.escape import md_code_block, md_text, terminal
+from gatekeeper.core.escape import md_code_block, md_text, terminal, terminal_lines
 from gatekeeper.history import open_store
 from gatekeeper.history.sql import SqlStore
 
@@ -62,6 +62,12 @@ def _elsewhere(change: Any, groups: dict[Any, list[Any]]) -> dict[str, Any] | No
     rows = groups.get(series_key(change.first))
     found = across_platforms(rows, change.before, change.first, f"{change.stage}.{change.metric}") if rows else None
     return found.to_dict() if found else None
+
+
+def _shown(lines: Sequence[str]) -> str:
+    """Lines for a terminal, each one line whatever its values hold: a recorded ref, commit, image or reason with
+    a newline in it would start a line of its own (a forged ``  bisect: curl … | sh`` under a real change)."""
+    return terminal_lines(lines) + "\n"
 
 
 def _check_date(text: str) -> None:
@@ -119,7 +125,7 @@ def _table(docs: Sequence[dict[str, Any]], runs: int) -> str:
             ),
             *[f"  bisect: {command}" for command in d["bisect"]],
         ]
-    return terminal("\n".join(lines)) + "\n"
+    return _shown(lines)
 
 
 def _span(d: dict[str, Any]) -> list[str]:
@@ -207,7 +213,7 @@ def _platforms_table(head: str, docs: Sequence[dict[str, Any]], same: int, unmat
         lines += ["", f"{d['stage']}.{d['metric']} [{d['channel']}, model {d['model']}]: {d['call']}", f"  {d['why']}"]
         lines += [f"  {line}" for line in _platform_lines(d)]
     lines += [f"not compared: {u}" for u in unmatched]
-    return terminal("\n".join(lines)) + "\n"
+    return _shown(lines)
 
 
 def _platforms_md(head: str, docs: Sequence[dict[str, Any]], same: int, unmatched: Sequence[str]) -> str:
@@ -236,7 +242,7 @@ def anchors_report(*, history: str, fmt: str = "table") -> str:
     for m in marks:
         device = m.device_kind if m.arch in (None, m.device_kind) else f"{m.device_kind} {m.arch}"
         lines.append(f"- run {m.run} ({m.channel}, {device}): set by {m.set_by} on {m.set_at}: {m.reason}")
-    return terminal("\n".join(lines)) + "\n"
+    return _shown(lines)
 
 
 def set_anchor(*, history: str, run: str, by: str, reason: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import terminal_lines
 from gatekeeper.machine.checklist import MachineReport, diagnose
 from gatekeeper.machine.snapshot import read_capture, take_snapshot, write_capture
 
@@ -100,7 +101,8 @@ def render_text(diagnosis: MachineReport) -> str:
     if diagnosis.missing_facts and diagnosis.source != "live" and not errors:
         verdict += f" as far as the capture shows ({len(diagnosis.missing_facts)} fact(s) not in it)"
     lines += ["", f"Summary: {verdict}: {errors} error(s), {warnings} warning(s)"]
-    return "\n".join(lines) + "\n"
+    # a device name or tool detail of a capture (someone's paste) with a newline starts no line of its own
+    return terminal_lines(lines) + "\n"
 
 
 def run_doctor(

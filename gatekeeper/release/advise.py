@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import terminal_lines
 from gatekeeper.history import BaselineStore, open_store
 from gatekeeper.release.evidence import ChannelEvidence, collect_evidence, read_breakers
 
@@ -261,7 +262,8 @@ def render_text(advice: Advice, notes: Sequence[str], runs: int) -> str:
             f"  {ev.channel:8} {ev.runs:>4}  {counts:>17}  {_opt(ev.op_pass_rate, True):>8}  "
             f"{_opt(ev.restore_rate, True):>8}  {_opt(ev.p99_ms):>8}  {ev.breaker or '—'}"
         )
-    return "\n".join(lines) + "\n"
+    # a recorded device or breaker name with a newline in it starts no line of its own (a second "decision:")
+    return terminal_lines(lines) + "\n"
 
 
 def _opt(x: float | None, pct: bool = False) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -112,7 +113,10 @@ def _link(template: str | None, info: RunInfo) -> str | None:
     needed = re.findall(r"{(\w+)}", template)
     if any(not values.get(n) for n in needed):
         return None
-    return template.format(**{k: v or "" for k, v in values.items()})
+    # Each value is one path segment or query value, URL-quoted whole (2026-12-04 audit, second pass): a recorded
+    # ref "x/../../admin?token=#" walked out of the pipelines page and set the query; the pages keep
+    # escape.html_url / md_url on the result, so only an http(s) link is ever one.
+    return template.format(**{k: urllib.parse.quote(str(v or ""), safe="") for k, v in values.items()})
 
 
 def build_matrix(runs_store: BaselineStore | None, spec: MatrixFile, *, today: dt.date, limit: int = 1000) -> Matrix:

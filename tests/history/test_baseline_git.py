@@ -95,3 +95,33 @@ def test_bad_locations_are_input_errors(tmp_path: Path, repo: git.Repo) -> None:
         GitStore("bad..name", repo.working_tree_dir)
     with pytest.raises(InputError, match="no branch"):
         GitStore("", repo.working_tree_dir)
+
+
+def test_a_record_named_or_dated_after_the_clock_is_never_the_baseline(repo: git.Repo) -> None:
+    """2026-12-04 audit, second pass: the git store orders its records by file name (the time first) and each
+    says when it was recorded; a record named or dated after the reading job's clock (beyond
+    ``budgets.CLOCK_SKEW``) sorted first for ever. Each is skipped with a warning naming it."""
+    import json
+
+    store = GitStore("gatekeeper-results", Path(repo.working_tree_dir))
+    store.save(_report(10.0), RunInfo("main", "a" * 40, "1", "pass", "2026-01-01T00:00:00+00:00"))
+    store.save(_report(77.0), RunInfo("main", "f" * 40, "2", "pass", "9999-01-01T00:00:00+00:00"))
+    record = {"info": {"ref": "main", "commit": "e" * 40, "pipeline_id": "3", "verdict": "pass",
+                       "recorded_at": "2026-01-02T00:00:00+00:00"}, "report": _report(88.0).to_dict()}  # fmt: skip
+    for name in ("99990101T000000000000Z-eeee-1.json", "zzz.json"):
+        tip = store._commit(store._tip(), f"results/performance_baseline/{name}", json.dumps(record).encode(), "x")
+        repo.git.update_ref(store.ref, tip)
+    dated = {**record, "info": {**record["info"], "recorded_at": "9998-01-01T00:00:00+00:00"}}
+    tip = store._commit(store._tip(), "results/performance_baseline/20260103T000000000000Z-dddd-1.json",
+                        json.dumps(dated).encode(), "x")  # fmt: skip
+    repo.git.update_ref(store.ref, tip)
+    got = store.latest_record("performance_baseline", _report(0))
+    assert got is not None
+    assert got[1].metrics["latency_ms"].value == 10.0
+    assert len(store.skipped) == 4, store.skipped
+    assert any("99990101T000000000000Z-eeee-1.json skipped: name" in s and "later than this job's clock" in s
+               for s in store.skipped)  # fmt: skip
+    assert any("zzz.json skipped: its name does not start with a time" in s for s in store.skipped)
+    assert any("'9999-01-01T00:00:00+00:00' is later than this job's clock" in s for s in store.skipped)
+    assert any("dddd-1.json" in s and "'9998-01-01T00:00:00+00:00' is later" in s for s in store.skipped)
+    assert [info.pipeline_id for info, _ in store.history("performance_baseline")] == ["1"]

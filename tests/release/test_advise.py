@@ -273,3 +273,21 @@ def test_blocked_share_is_weighed_against_stable(nightly_blocked: int, stable_bl
     store = _history(nightly_blocked=nightly_blocked, stable_blocked=stable_blocked)
     ev, arch = collect_evidence(store, "gfx90a", 10, {})
     assert _rules(advise(AdviseInputs(compat_owner="me"), ev, arch))["nightly-verdicts"] == points
+
+
+def test_a_recorded_arch_with_a_newline_forges_no_line_of_the_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2026-12-04 audit, second pass: the text advice was escaped by the terminal writer, which keeps newlines;
+    the device a run recorded (the code under test writes it) is named in the advice, so an arch
+    ``gfx90a\\ndecision: stable`` put a second decision line under the real one. Each line is escaped on its own
+    (``escape.terminal_lines``)."""
+    store = sqlite_store(tmp_path)
+    arch = "gfx90a\ndecision: stable\nnightly risk: low"
+    for n, channel in ((1, "stable"), (2, "nightly")):
+        env = environment(channel=channel, torch=NIGHTLY_TORCH if channel == "nightly" else "2.5.1+rocm6.2", arch=arch)
+        record(store, pipeline(env, started_at=day(n)), verdict="pass", pipeline_id=f"p{n}")
+    assert cli.main(["advise", "--history", f"sqlite:{tmp_path / 'history.db'}", "--model-family", "llm"]) == 0
+    out = capsys.readouterr().out
+    assert len([line for line in out.splitlines() if line.startswith("decision:")]) == 1, out
+    assert "gfx90a\\x0adecision" in out

@@ -191,3 +191,46 @@ def test_a_records_strings_are_escaped_in_every_matrix_output(tmp_path: Path) ->
     assert "'" + hostile in cells
     assert "'@all" in cells
     assert "'-1](https://evil.invalid)" in cells
+
+
+_HOSTILE_RUN = {
+    "pipeline_id": "7/../../admin?x=1#top",
+    "commit": "javascript:alert(1) /../",
+    "ref": "feature x/../../../admin?q=#frag",
+}
+_PAGE = "https://gitlab.example.com/ml/model-repo/-/"
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        (_PAGE + "pipelines/{pipeline_id}", _PAGE + "pipelines/7%2F..%2F..%2Fadmin%3Fx%3D1%23top"),
+        (
+            _PAGE + "commit/{commit}?ref={ref}",
+            _PAGE + "commit/javascript%3Aalert%281%29%20%2F..%2F?ref=feature%20x%2F..%2F..%2F..%2Fadmin%3Fq%3D%23frag",
+        ),
+        ("{commit}", None),  # a quoted javascript: is no http(s) URL: never an href
+    ],
+)
+def test_report_url_quotes_each_value_it_fills_in(tmp_path: Path, template: str, expected: str | None) -> None:
+    """2026-12-04 audit, second pass: matrix.yaml's report_url filled a record's values in as they were; a
+    pipeline id ``7/../../admin?x=1#top`` left the pipelines page and set the query and the fragment, a space
+    broke the link. Each value is URL-quoted whole (no ``/``, ``?``, ``#``, ``:`` or space of its own
+    survives); the pages keep escape.html_url / md_url on the result."""
+    from gatekeeper.history import open_store
+
+    matrix = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    matrix = re.sub(r"(?m)^report_url:.*$", f"report_url: {template!r}", matrix)
+    (tmp_path / "matrix.yaml").write_text(matrix, encoding="utf-8")
+    store = open_store(f"sqlite:{tmp_path / 'h.db'}", create=True)
+    run = _HOSTILE_RUN
+    for r in pipeline(environment(), started_at=day(1)):
+        store.save(r, RunInfo(run["ref"], run["commit"], run["pipeline_id"], "pass", r.started_at))
+    [cell] = build_matrix(store, load_matrix_file(tmp_path / "matrix.yaml"), today=TODAY).cells.values()
+    if expected is not None:
+        assert cell.link == expected
+    write_matrix(history=f"sqlite:{tmp_path / 'h.db'}", matrix_file=tmp_path / "matrix.yaml", out=tmp_path, today=TODAY)
+    hrefs = re.findall(r'<a href="([^"]*)"', (tmp_path / "matrix.html").read_text(encoding="utf-8"))
+    links = re.findall(r"\]\((\S*)\)", (tmp_path / "matrix.md").read_text(encoding="utf-8"))
+    assert hrefs == ([expected] if expected else [])  # quoted, it holds nothing html_url escapes
+    assert links == ([expected] if expected else [])

@@ -308,7 +308,9 @@ INPUTS: dict[str, Input] = {
         ),
         Input(
             "alert state", "alert/state.json", "json",
-            m.Roles(frozenset({"runs"})), "notify slack --state (cache)",
+            # a job failing since the last alert, alerted "in 9999": believed, its repeat would never be due
+            m.Roles(frozenset({"runs"}), times={"jobs.*.failing": True, "jobs.*.last_alert": m.FUTURE}),
+            "notify slack --state (cache)",
         ),
         Input(
             "spool entry", "spool/pending/entry.json", "json",
@@ -321,7 +323,9 @@ INPUTS: dict[str, Input] = {
         Input(
             "breaker state", "state/nightly--performance_baseline.json", "json",
             m.Roles(frozenset({"consecutive_failures"}), frozenset({"last_diagnosis", "diagnosis", "by", "reason"}),
-                    {"channel": "stable"}),
+                    {"channel": "stable"},
+                    # open "since 9999": believed, the cool-down never ends and the job is skipped for ever
+                    times={"state": "open", "opened_at": m.FUTURE}),
             "a breaker's state file (the state directory, cache)",
         ),
         Input(
@@ -350,7 +354,8 @@ INPUTS: dict[str, Input] = {
             "without the summary an older gatekeeper did not write",
         ),
         Input(
-            "anchor row", "hist/changes.db", "sqlite-anchor", m.Roles(frozenset(), frozenset({"set_by", "reason"})),
+            "anchor row", "hist/changes.db", "sqlite-anchor",
+            m.Roles(frozenset(), frozenset({"set_by", "reason"}), times={"set_at": m.FUTURE}),
             "the anchors set in a sqlite store (who, why)",
         ),
         Input(
@@ -359,6 +364,7 @@ INPUTS: dict[str, Input] = {
                 STAGE_NUMBERS, STAGE_TEXTS | {"set_by", "reason", "image"},
                 # a time it claims of itself: not after the importing job's clock (2026-12-04 audit)
                 {"project": "other/project", "recorded_at": "9999-12-31T00:00:00+00:00", "set_at": "zzz"},
+                times={"recorded_at": m.FUTURE, "set_at": m.FUTURE},
             ),
             "a history export or evaluate's history-spool.jsonl (beside the verdict, where stage jobs write)",
         ),
@@ -1010,6 +1016,9 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     # notify refuses a verdict of another pipeline, commit or merge request (gatekeeper notify --help), exit 2
     **{(c, "verdict", "context"): frozenset({2})
        for c in ("notify gitlab", "notify slack", "notify issue --verdict")},
+    # only breaker check reads when a breaker opened (its cool-down); the others keep or replace the time unread
+    **{(c, "breaker state", "future-time"): frozenset({0})
+       for c in ("breaker status", "breaker record", "breaker reset", "advise")},
     # advise takes a directory of state files too: an empty one holds no breaker
     ("advise", "breaker state", "directory"): frozenset({0}),
     # a capture file must be UTF-8 text (a log need not be)
@@ -1053,6 +1062,8 @@ def cell(command: str, name: str, cls: str) -> frozenset[int] | str:
         return f"{name} has no number fields"
     if klass.kind == "context" and not spec.roles.context:
         return f"{name} names no job context"
+    if klass.kind == "time" and not spec.roles.times:
+        return f"{name} says no time of itself that a decision depends on"
     if (command, name, cls) in OVERRIDE:
         return OVERRIDE[(command, name, cls)]
     ok = control(command, name)  # the input valid
@@ -1062,6 +1073,8 @@ def cell(command: str, name: str, cls: str) -> frozenset[int] | str:
         return frozenset({ok})
     if klass.kind == "context":  # principle 1: an input error naming both, or ignored with a warning; never obeyed
         return frozenset({2, absent if policy == "ignored" else ok})
+    if klass.kind == "time":  # believed up to the job's clock: refused, skipped (rows) or set aside, never obeyed
+        return frozenset({2} if policy == "strict" else {ok} if policy == "rows" else {absent})
     if policy == "junit":
         return frozenset({ok}) if klass.kind == "number" or cls in JUNIT_READABLE else frozenset({2})
     if policy == "strict":  # YAML allows a byte-order mark; JSON as gatekeeper reads it does not
@@ -1185,6 +1198,11 @@ def problems(command: str, name: str, cls: str, outcome: Outcome, root: Path) ->
     if (root / "gatekeeper-pwned").exists():
         found.append("a !!python tag in YAML ran its command")
     found += target_problems(outcome.sent)
+    # the alert state set aside is "never alerted": the failing job's repeat is due, so the alert goes out (exit 0
+    # either way)
+    owed = cls in m.CLASSES and m.CLASSES[cls].kind == "time" and name == "alert state"
+    if owed and not any(seen.path == HOOK_PATH for seen in outcome.sent):
+        found.append("no alert sent: a last_alert after the job's clock was believed (the repeat suppressed)")
     if outcome.peak_mib is not None and outcome.peak_mib > MEMORY_BOUND_MIB:
         found.append(f"peak memory {outcome.peak_mib:.0f} MiB > {MEMORY_BOUND_MIB} MiB")
     return found

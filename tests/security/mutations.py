@@ -76,6 +76,10 @@ class Roles:
     # key -> a value that contradicts the job, set wherever the key is; a dotted path ("result.signature.project")
     # plants the key at that place even where the valid document has none (a claim a file could add)
     context: dict[str, Any] = field(default_factory=dict)
+    # key or dotted path ("jobs.*.last_alert": "*" is every key of a map) -> what a "future-time" case sets there:
+    # FUTURE (the class's payload, a time after the reading job's clock) where the input says when something
+    # happened, and what else makes the reader look at that time (a breaker "open", an alert job "failing")
+    times: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +95,7 @@ class Doc:
 
 
 MARK = "__GK_MUTATED_NUMBER__"
+FUTURE = "__GK_FUTURE_TIME__"  # in Roles.times: the "future-time" payload goes here
 SQLITE = ("sqlite-row", "sqlite-series", "sqlite-anchor")  # inputs that are rows of a sqlite history store
 
 
@@ -160,6 +165,24 @@ def _context(doc: Doc, roles: Roles) -> int:
                 if isinstance(parent, dict):
                     parent[key] = value
                     n += 1
+    return n
+
+
+def _times(doc: Doc, roles: Roles, payload: str) -> int:
+    """Every path of ``roles.times`` set (planted where the valid document has none), FUTURE as ``payload``."""
+    n = 0
+    for path, value in roles.times.items():
+        *where, key = path.split(".")
+        parents = doc.data if isinstance(doc.data, list) else [doc.data]
+        for step in where:
+            if step == "*":
+                parents = [v for p in parents if isinstance(p, dict) for v in p.values()]
+            else:
+                parents = [p.get(step) for p in parents if isinstance(p, dict)]
+        for parent in parents:
+            if isinstance(parent, dict):
+                parent[key] = payload if value == FUTURE else value
+                n += 1 if value == FUTURE else 0
     return n
 
 
@@ -335,7 +358,7 @@ TRANSFORMS = frozenset({"truncated", "utf8-bom", "xml-utf16", "xml-latin1", "xml
 @dataclass(frozen=True)
 class MutationClass:
     name: str
-    kind: str  # "number", "text", "keys", "context", "file"
+    kind: str  # "number", "text", "keys", "context", "time", "file"
     what: str  # one line for docs/security.md
     payload: Any = None  # the default profile's one value (text classes, number tokens)
     variants: st.SearchStrategy[Any] | None = None  # the fuzz profile's values
@@ -349,6 +372,8 @@ class MutationClass:
             return _texts(doc, roles, payload)
         if self.kind == "context":
             return _context(doc, roles)
+        if self.kind == "time":
+            return _times(doc, roles, payload)
         if self.kind == "keys":
             return _duplicate(doc, roles)
         raise AssertionError(self.kind)
@@ -395,6 +420,13 @@ CLASSES: dict[str, MutationClass] = {
         ),
         MutationClass("duplicate-key", "keys", "the first key of the document twice (a decoy value first)"),
         MutationClass("context", "context", "channel, project, merge request, commit or pipeline other than the job's"),
+        MutationClass(
+            "future-time", "time",
+            "a time the file says of itself (opened, last alerted, recorded, set) after the reading job's clock",
+            "9999-12-31T00:00:00+00:00",
+            st.sampled_from(["9999-12-31T00:00:00+00:00", "9999-12-31T23:59:00-01:00", "2999-01-01T00:00:00Z",
+                             "zzz"]),
+        ),
         *(
             MutationClass(name, "file", what)
             for name, what in (

@@ -266,3 +266,59 @@ def test_the_pipeline_shows_the_terminal_table_not_the_markdown(tmp_path, capsys
     assert "| gate |" not in shown.out
     assert max(len(line) for line in shown.out.splitlines()) <= 90
     assert "BLOCKED" in shown.err  # the banner
+
+
+# ------------------------------------------------------------------ one line per line of a job log
+
+FORGED = "\ngatekeeper: blocking gate gpu-verified: device_oom on environment.device_kind (GPU memory exhausted)\n"
+COUNT_GATE = "version: 1\ngates:\n  func-checks:\n    metric: functional_test.checks.failed\n    pass: '== 0'\n"
+
+
+def test_a_newline_in_a_checks_name_forges_no_line_of_the_job_log(tmp_path, capsys):
+    """2026-12-04 audit, second pass: evaluate's banner and analyze's text escaped control characters but kept
+    newlines; a count gate's reason names the failing checks, whose names the code under test writes, so a check
+    named ``conv2d\\ngatekeeper: blocking gate ...: device_oom on ...`` put a line in the job log that
+    ``gatekeeper analyze`` read as gatekeeper's own (a second category, "also seen", the confidence lowered).
+    Every line is escaped on its own (``escape.terminal_lines``)."""
+    import json
+
+    art = tmp_path / "art"
+    art.mkdir()
+    failed = Check("conv2d" + FORGED, "failed", "max error 3.0" + FORGED)
+    write_stage(report("functional_test", {"op_pass_rate": 0.5}, checks=[failed], status="failed"), art)
+    (tmp_path / "gates.yaml").write_text(COUNT_GATE, encoding="utf-8")
+    argv = ["evaluate", "--artifacts", str(art), "--gates", str(tmp_path / "gates.yaml"), "--out", str(tmp_path / "o")]
+    assert main(argv) == ExitCode.BLOCKED
+    shown = capsys.readouterr()
+    log = shown.out + shown.err
+    assert "conv2d\\x0agatekeeper: blocking gate gpu-verified" in log  # shown, inside its own line
+    assert not [line for line in log.splitlines() if line.startswith("gatekeeper: blocking gate gpu-verified")]
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    # the log alone (with --artifacts analyze scans the checks' messages too, which are the code under test's to
+    # write, as any log line it prints)
+    assert main(["analyze", str(tmp_path / "job.log"), "--format", "json"]) == 0
+    diagnosis = json.loads(capsys.readouterr().out)
+    assert diagnosis["category"] == "configuration_error"
+    assert not diagnosis["also_seen"], diagnosis["also_seen"]
+    assert main(["analyze", str(tmp_path / "job.log"), "--artifacts", str(art), "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    assert "functional_test/conv2d\\x0agatekeeper: blocking gate" in text
+    assert not [line for line in text.splitlines() if line.startswith("gatekeeper: blocking gate gpu-verified")]
+
+
+def test_doctor_from_a_torch_version_with_a_newline_forges_no_summary_line(tmp_path, capsys):
+    """2026-12-04 audit, second pass: doctor's text kept newlines; a capture's torch.json (someone's paste) with a
+    torch version ``2.5.1\\nSummary: ready`` put a second summary line above the real one."""
+    import json
+
+    capture = tmp_path / "cap"
+    capture.mkdir()
+    text = (FIXTURES / "rocminfo__amd-gpu-hello-rx7900xtx-gfx1100.txt").read_text(encoding="utf-8")
+    (capture / "rocminfo.txt").write_text(text, encoding="utf-8")
+    torch = {"version": "2.5.1\nSummary: ready: 0 error(s), 0 warning(s)", "hip": "6.2.41133", "available": True,
+             "arch_list": ["gfx1100"], "devices": []}  # fmt: skip
+    (capture / "torch.json").write_text(json.dumps(torch), encoding="utf-8")
+    main(["doctor", "--from", str(capture)])
+    out = capsys.readouterr().out
+    assert len([line for line in out.splitlines() if line.startswith("Summary:")]) == 1, out
+    assert "2.5.1\\x0aSummary: ready" in out
