@@ -168,7 +168,7 @@ def _change_boundaries(reports: Sequence[StageReport]) -> set[int]:
         for cp in find_change_points(groups):
             first, last = cp.span or (cp.index, cp.index)
             # a change at position p of the metric's own runs lies between have[p - 1] and have[p]
-            for p in range(first, last + 1):
+            for p in range(max(first, 1), last + 1):
                 out.update(range(have[p - 1] + 1, have[p] + 1))
     return out
 
