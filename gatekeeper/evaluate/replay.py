@@ -264,7 +264,7 @@ def _table(head: str, done: Replay, left: str) -> list[str]:
     if left:
         lines.append(f"left out: {left}")
     if idle := _idle(done):
-        lines.append(f"not judged (no run has their metric): {terminal(idle)}")
+        lines.append(f"not judged (no two consecutive runs to compare had their metric): {terminal(idle)}")
     lines.append(_MEANING)
     return lines
 
@@ -278,7 +278,7 @@ def _md(head: str, done: Replay, left: str) -> list[str]:
     if left:
         lines += ["", f"Left out: {md_text(left)}."]
     if idle := _idle(done):
-        lines += ["", f"Not judged (no run has their metric): {md_text(idle)}."]
+        lines += ["", f"Not judged (no two consecutive runs to compare had their metric): {md_text(idle)}."]
     return [*lines, "", _MEANING]
 
 
