@@ -1,4 +1,5 @@
-"""What the SQL stores (``sqlite:`` and ``postgresql:``) share: the records, the queries, the anchors.
+"""What the SQL stores (``sqlite:`` and ``postgresql:``) share: the records and the queries (the anchors in
+``sql_anchors``, the bound on times rows claim in ``sql_clock``).
 
 A subclass gives the connection (``_connect``), a write transaction (``_transaction``), its placeholder
 style and its schema migrations; everything a record is, and every query, is written once here, so the
@@ -28,18 +29,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from gatekeeper.contract.stage_report import StageReport, utc_now
-from gatekeeper.core.budgets import CLOCK_SKEW
-from gatekeeper.core.errors import InputError
 from gatekeeper.core.redact import redact_obj
+from gatekeeper.history import sql_anchors
 from gatekeeper.history.baseline import (
     BASELINE_VERDICTS,
     BaselineStore,
     RunInfo,
-    beyond_clock,
     clock_check,
     first_comparable,
     read_record,
 )
+from gatekeeper.history.sql_clock import believed
 from gatekeeper.history.sql_schema import (
     COLUMNS,
     RECORD,
@@ -58,13 +58,6 @@ __all__ = ["SCHEMA_VERSION", "SqlStore"]
 
 SCHEMA_VERSION = 2
 _SCAN = 500  # rows examined for a comparable baseline before giving up
-# A stored time is text, compared as text: one written with an offset reads up to 14 hours later (23:59+14:00)
-# or 12 hours earlier (-12:00) than it is. The queries leave out only rows later than the clock by more than
-# that (so a flood of far-future rows cannot push every real one out of a LIMIT), and ask for as many more rows
-# as may be later than the clock under their text; beyond_clock then judges each row read, offset and all.
-_OFFSET_AHEAD = dt.timedelta(hours=14)
-_OFFSET_BEHIND = dt.timedelta(hours=12)
-_NAMED = 5  # far-future rows named in a warning, per query
 
 
 class SqlStore(BaselineStore):
@@ -120,44 +113,6 @@ class SqlStore(BaselineStore):
     def _clock() -> dt.datetime:
         """The reading job's clock: a record's ``recorded_at`` (an anchor's ``set_at``) is believed up to it."""
         return dt.datetime.now(dt.timezone.utc)
-
-    def _believed(
-        self,
-        conds: list[str],
-        args: list[object],
-        now: dt.datetime,
-        what: str = "record",
-        *,
-        table: str = "results",
-        conn: Any = None,
-    ) -> int:
-        """Keep the rows dated after the clock out of a query: add the condition to ``conds`` (rows later than
-        ``now`` by more than any UTC offset are left out, and named in ``skipped``); return how many rows the
-        query still holds that may be dated after ``now`` as text (those ``beyond_clock`` judges one by one),
-        so that a query with a LIMIT asks for that many more and still gets its number of believed rows (the
-        caller keeps no more than its number)."""
-        column = "set_at" if table == "anchors" else "recorded_at"
-        near = (now + CLOCK_SKEW - _OFFSET_BEHIND).isoformat(timespec="seconds")
-        bound = (now + CLOCK_SKEW + _OFFSET_AHEAD).isoformat(timespec="seconds")
-        where = " AND ".join(conds)
-        query = (
-            f"SELECT id, {column} FROM {table} WHERE {where} AND {column} > ? ORDER BY {column} DESC, id DESC LIMIT ?"  # noqa: S608 - constant table and column names and ? placeholders only  # nosec B608
-        )
-        far = self._rows(query, [*args, bound, _NAMED + 1], conn)
-        label = "anchor " if table == "anchors" else f"run {self.label}:"
-        clock = now.isoformat(timespec="seconds")
-        for row_id, at in far[:_NAMED]:
-            self.skipped.append(
-                f"{what} {label}{row_id} in {self.where()} skipped: {column} {str(at)[:40]!r} is later than this "
-                f"job's clock ({clock}) by more than any UTC offset"
-            )
-        if len(far) > _NAMED:
-            self.skipped.append(f"and more {what}s in {self.where()} dated after this job's clock, skipped")
-        query = f"SELECT COUNT(*) FROM {table} WHERE {where} AND {column} > ? AND {column} <= ?"  # noqa: S608 - constant table and column names and ? placeholders only  # nosec B608
-        near_rows = int(self._rows(query, [*args, near, bound], conn)[0][0])
-        conds.append(f"{column} <= ?")
-        args.append(bound)
-        return near_rows
 
     @staticmethod
     def _eq(column: str, value: object, args: list[object]) -> str:
@@ -229,7 +184,7 @@ class SqlStore(BaselineStore):
         now = self._clock()
         self.skipped = []
         with self._connect() as conn:
-            near = self._believed(conds, args, now, "baseline record", conn=conn)
+            near = believed(self, conds, args, now, "baseline record", conn=conn)
             where = " AND ".join(conds)
             query = f"SELECT {RECORD} FROM results WHERE {where} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
             rows = self._rows(query, [*args, _SCAN + near], conn)
@@ -292,7 +247,7 @@ class SqlStore(BaselineStore):
         now = self._clock()
         self.skipped = []
         with self._connect() as conn:
-            near = self._believed(conds, args, now, conn=conn)
+            near = believed(self, conds, args, now, conn=conn)
             query = (
                 f"SELECT {RECORD} FROM results WHERE {' AND '.join(conds)} ORDER BY recorded_at DESC, id DESC LIMIT ?"  # noqa: S608 - constant column names and ? placeholders only  # nosec B608
             )
@@ -332,7 +287,7 @@ class SqlStore(BaselineStore):
         now = self._clock()
         late_of = clock_check(now)
         with self._connect() as conn:
-            near = self._believed(conds, args, now, conn=conn)
+            near = believed(self, conds, args, now, conn=conn)
             summaries = summaries and self._series_table(conn, create=False)
         source = f"results LEFT JOIN {SERIES_TABLE} s ON s.result_id = results.id" if summaries else "results"
         columns = SERIES_SUMMARY if summaries else SERIES
@@ -420,55 +375,14 @@ class SqlStore(BaselineStore):
         self.skipped = []
         return list(self._usable(rows))
 
-    # -- anchors -----------------------------------------------------------------------------------------
+    # -- anchors (gatekeeper.history.sql_anchors) ------------------------------------------------------
     def anchors(self) -> list[AnchorMark]:
         """Every anchor ever set, newest first."""
-        conds: list[str] = ["1 = 1"]
-        args: list[object] = []
-        self._scope(conds, args)
-        now = self._clock()
-        with self._connect() as conn:
-            # appended to, not reset: the records read before the anchors keep their warnings
-            self._believed(conds, args, now, "anchor", table="anchors", conn=conn)
-            query = "SELECT id, run, channel, device_kind, arch, set_by, reason, set_at FROM anchors "
-            query += f"WHERE {' AND '.join(conds)} ORDER BY set_at DESC, id DESC"
-            rows = self._rows(query, args, conn)
-        out = []
-        for row in rows:
-            mark = AnchorMark(*row)
-            late = beyond_clock(mark.set_at, now, field="set_at")
-            if late:  # the newest anchor wins: one set "in 9999" would be the anchor for ever
-                self.skipped.append(f"anchor {mark.id} (run {mark.run}) in {self.where()} skipped: {late}")
-                continue
-            out.append(mark)
-        return out
+        return sql_anchors.anchors(self)
 
     def set_anchor(self, run: str, *, by: str, reason: str, at: str | None = None) -> AnchorMark:
         """Pin ``run`` as the anchor of its channel and device from now on; the records must exist."""
-        if not by.strip() or not reason.strip():
-            raise InputError(
-                None, "--by/--reason", "an anchor needs who sets it and why", "pass --by NAME --reason TEXT"
-            )
-        records = self.run(run)
-        if not records:
-            raise InputError(
-                None, "--set", f"no run {run!r} in {self.where()}",
-                f"name a pipeline id or a record id ({self.label}:N) that 'gatekeeper history export' lists",
-            )  # fmt: skip
-        env = records[0][1].environment
-        project = (records[0][0].stack or {}).get("project") or self.project
-        when = at or utc_now()
-        late = beyond_clock(when, self._clock(), field="set_at")
-        if late:  # anchors() would never believe it (and a mark set so would win over every later one)
-            raise InputError(None, "set_at", late, "set the anchor now (leave the time out)")
-        insert = (
-            "INSERT INTO anchors (run, channel, device_kind, arch, set_by, reason, set_at, project) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-        )
-        by, reason = redact_obj([by, reason])  # as every string a store writes (_row)
-        with self._connect() as conn, self._transaction(conn):
-            conn.execute(self._sql(insert), [run, env.channel, env.device_kind, env.arch, by, reason, when, project])
-        return next(a for a in self.anchors() if a.run == run and a.set_at == when)
+        return sql_anchors.set_anchor(self, run, by=by, reason=reason, at=at)
 
     def anchor_records(self, mark: AnchorMark) -> list[tuple[RunInfo, StageReport]]:
         return self.run(mark.run)
