@@ -67,8 +67,9 @@ def classify_logs(
         with open_log(log) as stream:
             classifier.scan(stream, "<stdin>" if str(log) == "-" else str(log))
     for check in checks:
-        # A failed check's message is evidence too (a stage may have caught the error).
-        classifier.scan_text(check.message, f"{check.stage}.json#{check.name}")
+        # A failed check's message is evidence too (a stage may have caught the error), but it is the checked
+        # code's text: gatekeeper's own-output lines in it are not believed.
+        classifier.scan_text(check.message, f"{check.stage}.json#{check.name}", artifact=True)
     env = environment_fingerprint(reports)
     if found:  # the artifacts name the failure: the logs only refine it (no learned guess is needed)
         return diagnose_artifacts(found, classifier.evidence, rules, environment=env, checks=checks)

@@ -121,6 +121,8 @@ class Classifier:
         self._order = 0
         self._source_no = 0
         self._index, self._unfiltered = _build_index(self.rules)
+        self._own_output = frozenset(i for i, r in enumerate(self.rules) if r.reads_own_output)
+        self._skip: frozenset[int] = frozenset()
         self._automaton = _automaton([kw for kw, _ in self._index])
 
     def _hits(self, low: bytes) -> dict[int, list[Target]]:
@@ -203,8 +205,15 @@ class Classifier:
             total -= cut
             ev.kept_bytes[source] -= cut
 
-    def scan_text(self, text: str, source: str) -> None:
-        self.scan(io.BytesIO(text.encode("utf-8", "replace")), source)
+    def scan_text(self, text: str, source: str, *, artifact: bool = False) -> None:
+        """Scan ``text`` as one more source. ``artifact``: a message a stage recorded from the code it checked
+        (a failed check's message): gatekeeper's own-output signatures (``Rule.reads_own_output``) do not read
+        it, so a forged "gatekeeper: blocking gate ..." line there adds no category."""
+        self._skip = self._own_output if artifact else frozenset()
+        try:
+            self.scan(io.BytesIO(text.encode("utf-8", "replace")), source)
+        finally:
+            self._skip = frozenset()
 
     # -- one chunk ------------------------------------------------------------
     def _chunk(self, chunk: bytes, source: str, tail: deque[bytes]) -> None:
@@ -233,7 +242,9 @@ class Classifier:
                 if owned:
                     break
                 # Every required literal must be there before the (slower) regex runs.
-                if rule_idx in seen or not all(any(a in low_line for a in alts) for alts in needs):
+                if rule_idx in seen or rule_idx in self._skip:
+                    continue
+                if not all(any(a in low_line for a in alts) for alts in needs):
                     continue
                 if line is None:
                     line = _clean(chunk[start:end])  # decoded only for lines that get this far

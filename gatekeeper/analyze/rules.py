@@ -36,6 +36,10 @@ DEFAULT_CONFIDENCE = 0.8
 _MIN_LITERAL = 3  # shorter literals ("nan" is the floor) would hit on most lines of a log
 
 
+# The ids of the signatures of gatekeeper's own output lines (known_issues.yaml: "gatekeeper-failed-...").
+OWN_OUTPUT_PREFIX = "gatekeeper-"
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -55,6 +59,12 @@ class Rule:
     owns_line: bool = False
     source: str = "builtin"
     waiver_at: str = ""  # line:col of the waiver in its file, for errors
+
+    @property
+    def reads_own_output(self) -> bool:
+        """A signature of gatekeeper's own job-log lines (its id starts with ``gatekeeper-``): what gatekeeper
+        printed, never what a checked program wrote, so it is not read in the artifacts' messages."""
+        return self.id.startswith(OWN_OUTPUT_PREFIX)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -14,7 +14,7 @@ returns one Finding per setting with what to change:
 - ``protected_branch``: the branch is protected, force pushes are refused and only
   maintainers (or no one) push directly;
 - ``protected_tags``: release tags are protected (a tag pipeline publishes packages);
-- ``variables.<NAME>``: the CI/CD variables the component reads are set and masked
+- ``variables[NAME]``: the CI/CD variables the component reads are set and masked
   (``GATEKEEPER_GITLAB_TOKEN``; ``SLACK_WEBHOOK_URL`` or ``SLACK_BOT_TOKEN`` with Slack).
 
 What could not be read (no permission, no such project) is an error finding, never a
@@ -256,7 +256,7 @@ def _variables(client: GitLabClient, base: str, *, slack: bool) -> list[Finding]
         if not present:
             out.append(
                 Finding(
-                    "variables.SLACK",
+                    "variables[SLACK]",
                     "error",
                     "slack is on, but neither SLACK_WEBHOOK_URL nor SLACK_BOT_TOKEN is a project variable "
                     "(group and instance variables are not visible here)",
@@ -270,12 +270,18 @@ def _variables(client: GitLabClient, base: str, *, slack: bool) -> list[Finding]
 
 
 def _reported(findings: Iterable[Finding], key: str) -> bool:
-    return any(f.check == f"variables.{key}" for f in findings)
+    return any(f.check == _variable_check(key) for f in findings)
+
+
+def _variable_check(key: str) -> str:
+    """``variables[KEY]``: never ``KEY:`` before the message, which the redactor reads as a secret and its value
+    (``core.redact`` hides whatever follows a secret-named key and a colon)."""
+    return f"variables[{key}]"
 
 
 def _secret(key: str, by_key: Mapping[str, Mapping[str, Any]], *, needed: str) -> Finding:
-    check = f"variables.{key}"
-    add = f"Settings > CI/CD > Variables: add {key} with Masked on (API: POST /projects/:id/variables masked=true)"
+    check = _variable_check(key)
+    add = f"add {key} with Masked on in Settings > CI/CD > Variables (API: POST /projects/:id/variables masked=true)"
     var = by_key.get(key)
     if var is None:
         return Finding(
@@ -289,7 +295,7 @@ def _secret(key: str, by_key: Mapping[str, Mapping[str, Any]], *, needed: str) -
             check,
             "error",
             f"{key} is set but not masked: the secret can appear in job logs",
-            f"Settings > CI/CD > Variables > {key}: turn on Masked "
+            f"turn on Masked for {key} in Settings > CI/CD > Variables "
             f"(API: PUT /projects/:id/variables/{key} masked=true)",
         )
     if var.get("protected"):
@@ -297,7 +303,7 @@ def _secret(key: str, by_key: Mapping[str, Mapping[str, Any]], *, needed: str) -
             check,
             "warning",
             f"{key} is masked but protected: merge-request pipelines from unprotected branches do not get it",
-            f"Settings > CI/CD > Variables > {key}: turn off Protect variable "
+            f"turn off Protect variable for {key} in Settings > CI/CD > Variables "
             "(or run merge-request pipelines only from protected branches)",
         )
     return Finding(check, "ok", f"{key} is set and masked")

@@ -143,6 +143,27 @@ def test_artifacts_without_categories_leave_the_logs_to_decide(tmp_path, rules) 
     assert d.category == "numerical_mismatch"
 
 
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "gatekeeper: blocking gate smoke: no_binary_for_gpu on verify_hip.smoke (no code object for this GPU)",
+        "  [FAIL] smoke.kernel: hipErrorNoBinaryForGpu (category: no_binary_for_gpu)",
+    ],
+)
+def test_gatekeeper_lines_forged_in_a_check_message_are_not_believed(tmp_path, rules, forged) -> None:
+    """A failed check's message is the checked code's text: gatekeeper's own-output signatures do not read it
+    (a line printed by the job itself still counts: test_gatekeeper_exits). The real runtime message
+    in the second line still does, through its own signature."""
+    ft = report("functional_test", {}, [Check("ops.x", "failed", f"assert False\n{forged}")], status="failed")
+    d = classify_logs([], rules=rules, artifacts=_write(tmp_path, [ft]), model=None)
+    assert not [m for m in d.matches if m.rule.startswith("gatekeeper-")]
+    assert not [s for s in d.also_seen if str(s.get("rule", s.get("id", ""))).startswith("gatekeeper-")]
+    if "hipError" in forged:
+        assert d.category == "no_binary_for_gpu"  # the runtime's own error name, as in a log
+    else:
+        assert d.category == "unknown"
+
+
 def test_only_failed_skips_a_passing_channel(tmp_path, capsys) -> None:
     vh = report("verify_hip", {})
     art = tmp_path / "art"

@@ -116,7 +116,7 @@ def test_an_enforcing_project_passes_every_check(fake: tuple[FakeGitLab, str]) -
         "gate.on_protected_branch": "ok",
         "protected_branch": "ok",
         "protected_tags": "ok",
-        "variables.GATEKEEPER_GITLAB_TOKEN": "ok",
+        "variables[GATEKEEPER_GITLAB_TOKEN]": "ok",
     }
 
 
@@ -255,32 +255,32 @@ def test_unprotected_release_tags_are_an_error(fake: tuple[FakeGitLab, str]) -> 
 
 def test_missing_token_variable_is_a_warning(fake: tuple[FakeGitLab, str]) -> None:
     fake[0].variables = []
-    f = _check(fake)["variables.GATEKEEPER_GITLAB_TOKEN"]
+    f = _check(fake)["variables[GATEKEEPER_GITLAB_TOKEN]"]
     assert f.severity == "warning"
     assert "masked=true" in f.remediation
 
 
 def test_unmasked_secret_is_an_error(fake: tuple[FakeGitLab, str]) -> None:
     fake[0].variables = [{"key": "GATEKEEPER_GITLAB_TOKEN", "masked": False, "protected": False}]
-    assert _check(fake)["variables.GATEKEEPER_GITLAB_TOKEN"].severity == "error"
+    assert _check(fake)["variables[GATEKEEPER_GITLAB_TOKEN]"].severity == "error"
     # a Slack secret that is set is checked even when slack is not asked for
     fake[0].variables.append({"key": "SLACK_BOT_TOKEN", "masked": False, "protected": False})
-    assert _check(fake)["variables.SLACK_BOT_TOKEN"].severity == "error"
+    assert _check(fake)["variables[SLACK_BOT_TOKEN]"].severity == "error"
 
 
 def test_protected_secret_is_a_warning(fake: tuple[FakeGitLab, str]) -> None:
     fake[0].variables = [{"key": "GATEKEEPER_GITLAB_TOKEN", "masked": True, "protected": True}]
-    f = _check(fake)["variables.GATEKEEPER_GITLAB_TOKEN"]
+    f = _check(fake)["variables[GATEKEEPER_GITLAB_TOKEN]"]
     assert f.severity == "warning"
     assert "merge-request pipelines" in f.message
 
 
 def test_slack_needs_a_masked_webhook_or_bot_token(fake: tuple[FakeGitLab, str]) -> None:
-    assert _check(fake, slack=True)["variables.SLACK"].severity == "error"
+    assert _check(fake, slack=True)["variables[SLACK]"].severity == "error"
     fake[0].variables.append({"key": "SLACK_WEBHOOK_URL", "masked": True, "protected": False})
     found = _check(fake, slack=True)
-    assert "variables.SLACK" not in found
-    assert found["variables.SLACK_WEBHOOK_URL"].severity == "ok"
+    assert "variables[SLACK]" not in found
+    assert found["variables[SLACK_WEBHOOK_URL]"].severity == "ok"
 
 
 def test_unreadable_variables_are_an_error(fake: tuple[FakeGitLab, str]) -> None:
@@ -314,6 +314,32 @@ def test_cli_prints_what_to_change_and_exits_1_on_an_error(
     assert TOKEN not in out
 
 
+@pytest.mark.parametrize(
+    ("state", "shown"),
+    [
+        ({"masked": True, "protected": False}, "GATEKEEPER_GITLAB_TOKEN is set and masked"),
+        ({"masked": False, "protected": False}, "turn on Masked for GATEKEEPER_GITLAB_TOKEN in Settings"),
+        ({"masked": True, "protected": True}, "turn off Protect variable for GATEKEEPER_GITLAB_TOKEN in Settings"),
+        (None, "add GATEKEEPER_GITLAB_TOKEN with Masked on in Settings"),
+    ],
+)
+def test_cli_variable_lines_are_not_taken_for_secrets(
+    fake: tuple[FakeGitLab, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    state: dict[str, bool] | None,
+    shown: str,
+) -> None:
+    """The job log's redactor hides what follows a secret-named key and a colon ("X_TOKEN: ..."): a finding
+    about a variable, or its fix, written that way was shown as "[REDACTED]" though it holds no secret."""
+    fake[0].variables = [] if state is None else [{"key": "GATEKEEPER_GITLAB_TOKEN", **state}]
+    _cli(fake, monkeypatch, "--slack")  # also the Slack finding: neither variable set
+    out = capsys.readouterr().out
+    assert "[REDACTED]" not in out
+    assert shown in out
+    assert "variables[SLACK]: slack is on, but neither SLACK_WEBHOOK_URL nor SLACK_BOT_TOKEN" in out
+
+
 def test_cli_json(
     fake: tuple[FakeGitLab, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -322,7 +348,7 @@ def test_cli_json(
     doc = json.loads(capsys.readouterr().out)
     assert doc["branch"] == "main"
     severities = {f["check"]: f["severity"] for f in doc["findings"]}
-    assert severities["variables.GATEKEEPER_GITLAB_TOKEN"] == "warning"
+    assert severities["variables[GATEKEEPER_GITLAB_TOKEN]"] == "warning"
 
 
 def test_cli_bad_token_is_an_error_finding_without_the_token(
