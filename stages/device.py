@@ -10,7 +10,7 @@ import platform
 import shutil
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -19,7 +19,7 @@ from gatekeeper.contract.stage_report import Environment
 from gatekeeper.core import budgets, proc
 from gatekeeper.core.errors import InputError
 from gatekeeper.machine import gpu_state
-from gatekeeper.machine.probes import versions
+from gatekeeper.machine.probes import rocm_smi, versions
 
 __all__ = [
     "DeviceInfo",
@@ -48,6 +48,7 @@ class DeviceInfo:
     names: tuple[str, ...] = ()  # every visible device, in torch's order
     memory_bytes: tuple[int, ...] = ()
     arch_list: tuple[str, ...] = ()  # torch.cuda.get_arch_list(): the targets this torch build carries
+    pci_bus_ids: tuple[str, ...] = ()  # every visible device's, when torch gives them all ("0000:26:00.0")
 
     @property
     def is_gpu(self) -> bool:
@@ -90,6 +91,7 @@ def detect(requested: str = "auto") -> DeviceInfo:
         names=tuple(p.name for p in all_props),
         memory_bytes=tuple(int(p.total_memory) for p in all_props),
         arch_list=tuple(torch.cuda.get_arch_list()),
+        pci_bus_ids=gpu_state.bus_ids(all_props) or (),
     )
 
 
@@ -153,7 +155,7 @@ def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
     if collectives:  # RCCL sits behind the NCCL API on ROCm (gatekeeper history changes names it)
         extra["rccl_version" if info.kind == "rocm" else "nccl_version"] = collectives
     if info.is_gpu:  # the settings a baseline must share (gatekeeper.contract.gpu_state)
-        settings, why = read_gpu_settings(info.kind)
+        settings, why = read_gpu_settings(info.kind, bus_ids=info.pci_bus_ids)
         extra.update(settings)
         if why:
             extra["gpu_settings_unknown"] = why
@@ -179,10 +181,14 @@ def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
 _SMI_TIMEOUT_S = 15.0
 
 
-def read_gpu_settings(kind: str, environ: Mapping[str, str] | None = None) -> tuple[dict[str, str | float], str]:
+def read_gpu_settings(
+    kind: str, environ: Mapping[str, str] | None = None, bus_ids: Sequence[str] = ()
+) -> tuple[dict[str, str | float], str]:
     """(the GPU settings of the job's devices, "") or ({}, why none could be read): power cap, performance
     level, partitions (rocm-smi); power limit, application clock, persistence, compute, ECC and MIG mode
-    (nvidia-smi). Which devices: ``gatekeeper.machine.gpu_state``."""
+    (nvidia-smi). Which devices (``gatekeeper.machine.gpu_state``): those of ``bus_ids`` (torch's PCI bus
+    ids, ``DeviceInfo.pci_bus_ids``), else of the visible-devices variables, else every GPU listed; the
+    settings carry ``gpu_state.DEVICES_KEY`` saying which (a note, not a setting)."""
     environ = os.environ if environ is None else environ
     if kind not in ("rocm", "cuda"):
         return {}, "no GPU"
@@ -194,9 +200,17 @@ def read_gpu_settings(kind: str, environ: Mapping[str, str] | None = None) -> tu
     if not res.ok:
         return {}, f"{tool} {res.describe()}"
     indices = gpu_state.visible_indices(kind, environ)
-    parse = gpu_state.from_rocm_smi if kind == "rocm" else gpu_state.from_nvidia_smi
-    settings = parse(res.stdout, indices)
-    return (settings, "") if settings else ({}, f"{tool} reported none of the settings")
+    if kind == "cuda":
+        settings, how = gpu_state.nvidia_settings(res.stdout, indices, bus_ids)
+    else:
+        bus_text = ""
+        if bus_ids and len(rocm_smi.parse(res.stdout).devices) > 1:  # the plain table has no bus ids
+            bus = proc.run([tool, "--showbus"], timeout=_SMI_TIMEOUT_S, env=environ)
+            bus_text = bus.stdout if bus.ok else ""  # unread: the variables' indices, and the note says so
+        settings, how = gpu_state.rocm_settings(res.stdout, indices, bus_ids, bus_text)
+    if not settings:
+        return {}, f"{tool} reported none of the settings"
+    return {**settings, gpu_state.DEVICES_KEY: how}, ""
 
 
 def _nccl_version() -> str | None:

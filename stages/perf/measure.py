@@ -110,7 +110,7 @@ def settings_check(ctx: StageContext) -> None:
         before = gpu_state.state_of(ctx.environment.extra)
         if not before:
             raise SkipCheck(str(ctx.environment.extra.get("gpu_settings_unknown") or "no GPU setting was read"))
-        after, why = read_gpu_settings(ctx.device.kind)
+        after, why = read_gpu_settings(ctx.device.kind, bus_ids=getattr(ctx.device, "pci_bus_ids", ()))
         changed = gpu_state.differences(before, after)
         assert not changed, "changed during the timings: " + "; ".join(f"{k} {a} -> {b}" for k, a, b in changed)
         if not after:

@@ -418,6 +418,16 @@ def test_rocm_smi_vram_bytes_from_sections_and_json() -> None:
     assert js.devices[0].vram_total_bytes == 17163091968
 
 
+def test_rocm_smi_pci_bus_from_sections_json_and_csv() -> None:
+    # rocm-smi -a (and --showbus) print a "PCI Bus ID" section; --json a "PCI Bus" key (both real captures)
+    showall = rocm_smi.parse((FIXTURES / "rocm-smi__thamada-mi300x-x4-showall.txt").read_text(encoding="utf-8"))
+    assert [d.pci_bus for d in showall.devices] == ["0000:26:00.0", "0000:46:00.0", "0000:65:00.0", "0000:85:00.0"]
+    js = rocm_smi.parse((FIXTURES / "rocm-smi__systeminformation-960-json-780m.txt").read_text(encoding="utf-8"))
+    assert js.devices[0].pci_bus == "0000:C4:00.0"
+    # --showbus --csv (constructed in the --csv form of the real captures: a "device,<key>" header)
+    assert rocm_smi.parse("device,PCI Bus\ncard0,0000:26:00.0\n").devices[0].pci_bus == "0000:26:00.0"
+
+
 def test_versions_labelled_lines() -> None:
     # amd-smi version prints the ROCm release among other versions on one line
     line = "AMDSMI Tool: 24.6.2+2b02a07 | AMDSMI Library version: 24.6.2.0 | ROCm version: 6.2.0\n"

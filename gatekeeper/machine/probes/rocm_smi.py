@@ -1,7 +1,7 @@
 """``rocm-smi`` output, every layout seen in the field: the legacy 2019 table,
 the concise table (with the ``Node``/``IDs`` columns, or ``[Model : Revision]``
 with the name on a second row), ``GPU[N] : key: value`` sections
-(``--showproductname``, ``-a``), ``--csv`` (a ``device,...`` header, then ``cardN`` rows
+(``--showproductname``, ``--showbus``, ``-a``), ``--csv`` (a ``device,...`` header, then ``cardN`` rows
 and a ``cardsystem`` row for the driver), and ``--json`` (also truncated JSON and the
 legacy ``(c)`` keys). One text may mix them (a table, then the JSON).
 
@@ -44,6 +44,7 @@ class SmiDevice:
     perf_level: str | None = None  # "auto", "high", "manual", "stable_peak", "determinism", ...
     memory_partition: str | None = None  # "NPS1" (MI300: how HBM is interleaved)
     compute_partition: str | None = None  # "SPX", "CPX" (MI300: how many devices the GPU shows as)
+    pci_bus: str | None = None  # "PCI Bus" as printed ("0000:26:00.0"): --showbus, -a, --json, --csv
 
     @property
     def gfx(self) -> str | None:
@@ -220,6 +221,8 @@ def _apply_key(b: _Builder, index: int, key: str, value: str) -> None:
         b.fill(index, power_cap_w=_num(value))
     elif "Graphics Package Power (W)" in key:
         b.fill(index, power_w=_num(value))
+    elif key == "PCI Bus":
+        b.fill(index, pci_bus=_clean(value))
     elif key == "Performance Level":
         b.fill(index, perf_level=_clean(value))
     elif key in ("Compute Partition", "Memory Partition"):
