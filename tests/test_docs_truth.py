@@ -707,7 +707,7 @@ def test_every_gatekeeper_command_in_a_yaml_example_parses() -> None:
 # Options the docs quote of other tools (rocm-smi, pip, gitlab-ci-local, ruff, pytest, git, postgres) and of the
 # repository's own scripts; every other `--option` in the docs is an option of a gatekeeper command or a stage.
 _OTHER_TOOLS_OPTIONS = {
-    "--check", "--durations", "--dist", "--showproductname", "--showtemp", "--showpower", "--showmemuse",
+    "--check", "--durations", "--dist", "--showproductname", "--showbus", "--showtemp", "--showpower", "--showmemuse",
     "--showmeminfo", "--showuse", "--csv", "--query-gpu", "--verify", "--db-passwd", "--output",
     "--exclude-editable", "--without-pip", "--python", "--isolated", "--rm", "--no-deps", "--pwprompt", "--owner",
     "--pre", "--dest", "--no-index", "--tag", "--strict", "--print-path", "--list-json", "--variable",
