@@ -18,6 +18,7 @@ from gatekeeper.contract import schemas
 from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.core import files, numbers
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.schema import control_problem
 
 __all__ = [
     "STAGE_SCHEMA",
@@ -26,6 +27,7 @@ __all__ = [
     "Metric",
     "StageReport",
     "bad_numbers",
+    "environment_problem",
     "junit_bytes",
     "parse_stage",
     "read_artifacts",
@@ -168,6 +170,23 @@ class Environment:
         if self.device_kind == "cuda":
             return f"sm_{(self.compute_capability or '').replace('.', '')}" if self.compute_capability else None
         return "cpu"
+
+
+def environment_problem(env: object) -> str | None:
+    """``"environment.KEY: why"`` for the first key or text value of a stored environment (``extra``'s too)
+    with a control character, or None: the stage schema's rule (``$defs.no_control``) for a reader of a
+    store's environment column, which reads no report through the schema (``history changes``)."""
+    if not isinstance(env, Mapping):
+        return None
+    texts = [(str(key), key, True) for key in env] + [(str(key), value, False) for key, value in env.items()]
+    extra = env.get("extra")
+    if isinstance(extra, Mapping):
+        texts += [(f"extra.{key}", key, True) for key in extra] + [(f"extra.{k}", v, False) for k, v in extra.items()]
+    for place, text, is_key in texts:
+        problem = control_problem(text, key=is_key)
+        if problem:
+            return f"environment.{place}: {problem}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,9 @@ from urllib.parse import quote, urlsplit
 from gatekeeper.core.redact import redact
 
 __all__ = [
+    "CONTROL_CHARS",
     "ZWSP",
+    "control_char",
     "csv_cell",
     "html_text",
     "html_url",
@@ -60,10 +62,13 @@ __all__ = [
 
 ZWSP = "\u200b"
 
-# C0 controls but tab and newline, DEL, C1 controls; plus the bidi embeddings,
-# overrides and isolates that reorder what a reader sees ("trojan source").
+# Every C0 control (tab and newline included), DEL, C1 controls; plus the bidi embeddings, overrides,
+# isolates and marks that reorder what a reader sees ("trojan source"). As regular-expression text (the
+# same in Python's ``re`` and in a JSON Schema ``pattern``): the one definition of "a control character".
+CONTROL_CHARS = r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]"
+_CONTROL_NO_NEWLINE = re.compile(CONTROL_CHARS)
+# The same but tab and newline, which a multi-line text may keep.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
-_CONTROL_NO_NEWLINE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 # XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 # Bidi and other format characters are legal XML but still reorder a reader's view.
@@ -73,6 +78,14 @@ _XML_ALSO = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 def _visible(match: re.Match[str]) -> str:
     code = ord(match.group(0))
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def control_char(text: object) -> str | None:
+    """The first control character of ``text`` (``CONTROL_CHARS``: tab and newline too) as ``\\xNN`` or
+    ``\\uNNNN``, or None. A field that holds one name or version (a stage's environment) refuses such text:
+    it is read as corrupt or forged input, never shown escaped (docs/security.md)."""
+    match = _CONTROL_NO_NEWLINE.search(text) if isinstance(text, str) else None
+    return _visible(match) if match else None
 
 
 def terminal(text: str, *, newlines: bool = True) -> str:

@@ -17,8 +17,9 @@ from typing import Any
 import jsonschema
 
 from gatekeeper.core.errors import InputError
+from gatekeeper.core.escape import CONTROL_CHARS, control_char
 
-__all__ = ["load", "validate"]
+__all__ = ["control_problem", "load", "validate"]
 
 
 @functools.cache
@@ -57,8 +58,31 @@ def validate(
     key_path = list(err.absolute_path)
     dotted = _dotted(key_path) or "(top level)"
     where = position(key_path) if position else dotted
-    problem = err.message if len(err.message) < 200 else err.message[:197] + "..."
+    problem = _no_control(err) or (err.message if len(err.message) < 200 else err.message[:197] + "...")
     raise InputError(path, where, f"{dotted}: {problem}", f"see the {schema_id} schema")
+
+
+def control_problem(text: object, *, key: bool = False) -> str | None:
+    """Why ``text`` (a value, or a key with ``key``) may not stand in a field that holds one name or version,
+    or None: it contains a control character (``escape.CONTROL_CHARS``). The schemas' ``$defs.no_control``
+    and the readers of rows without a schema (``contract.stage_report.environment_problem``) say it alike."""
+    found = control_char(text)
+    if found is None:
+        return None
+    shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
+    return (
+        f"{'a key' if key else 'the value'} {shown} contains a control character ({found}); a name or version "
+        "holds no tab, newline, escape or bidi character (corrupt or forged input)"
+    )
+
+
+def _no_control(err: jsonschema.ValidationError) -> str | None:
+    """The problem in plain words when ``err`` is the schemas' rule against control characters: a ``not``
+    of ``{"type": "string", "pattern": CONTROL_CHARS}`` (``$defs.no_control``), never the pattern itself."""
+    value = err.validator_value
+    if err.validator != "not" or not isinstance(value, dict) or value.get("pattern") != CONTROL_CHARS:
+        return None
+    return control_problem(err.instance, key="propertyNames" in err.schema_path)
 
 
 def _dotted(key_path: list[str | int]) -> str:

@@ -28,7 +28,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from gatekeeper.contract.stage_report import StageReport, utc_now
+from gatekeeper.contract.stage_report import StageReport, environment_problem, utc_now
 from gatekeeper.core.redact import redact_obj
 from gatekeeper.history import sql_anchors
 from gatekeeper.history.baseline import (
@@ -310,6 +310,12 @@ class SqlStore(BaselineStore):
             if late:
                 self.skipped.append(f"record run {self.label}:{rid} in {self.where()} skipped: {late}")
                 continue
+            env_doc = json_cached(env, texts)  # the stage schema's rule on what this path reads without it
+            stored = {"channel": ch, "device_kind": kind, "arch": arch, "rocm_version": rocm}
+            bad_env = environment_problem(env_doc) or environment_problem(stored)
+            if bad_env:
+                self.skipped.append(f"record run {self.label}:{rid} in {self.where()} skipped: {bad_env}")
+                continue
             pts = points_of.get(rid, pts)
             points, config = ({} if levels is not None else json_dict(pts)), json_cached(cfg, texts)
             if levels is None and not points:  # a row written before schema 2: read its report once
@@ -332,7 +338,7 @@ class SqlStore(BaselineStore):
                     pipeline,
                     verdict,
                     at,
-                    json_cached(env, texts),
+                    env_doc,
                     json_cached(stack, texts),
                     points,
                     config,

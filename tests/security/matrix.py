@@ -256,9 +256,9 @@ def _newest_rows(db: Path) -> list[tuple[int, str]]:
 
 
 STAGE_NUMBERS = frozenset({"value", "samples", "duration_s"})
-STAGE_TEXTS = frozenset(
-    {"message", "unit", "host", "device_name", "description", "torch_version", "torch_git_hash", "driver"}
-)
+STAGE_TEXTS = frozenset({"message", "unit", "description"})
+# the environment's names and versions: a control character there is refused (control-in-name)
+STAGE_NAMES = frozenset({"host", "device_name", "torch_version", "torch_git_hash", "driver"})
 STAGE_CONTEXT = {"channel": "nightly"}  # the job evaluates the stable channel
 # A JUnit file's count attributes (which the reader never trusts: it counts the elements) and its free text.
 JUNIT_NUMBERS = frozenset({"tests", "failures", "errors", "skipped", "time", "line"})
@@ -271,7 +271,8 @@ INPUTS: dict[str, Input] = {
     for i in (
         Input(
             "stage artifact", "art/performance_baseline.json", "json",
-            m.Roles(STAGE_NUMBERS, STAGE_TEXTS, STAGE_CONTEXT), "a stage's <stage>.json (the code under test wrote it)",
+            m.Roles(STAGE_NUMBERS, STAGE_TEXTS, STAGE_CONTEXT, names=STAGE_NAMES),
+            "a stage's <stage>.json (the code under test wrote it)",
         ),
         Input(
             "gates file", "gates.yaml", "yaml",
@@ -280,7 +281,7 @@ INPUTS: dict[str, Input] = {
         ),
         Input(
             "history row", "hist/history.db", "sqlite-row",
-            m.Roles(STAGE_NUMBERS, STAGE_TEXTS, STAGE_CONTEXT),
+            m.Roles(STAGE_NUMBERS, STAGE_TEXTS, STAGE_CONTEXT, names=STAGE_NAMES),
             "the newest recorded run in a sqlite history (any job with cache access can write it)",
         ),
         Input(
@@ -295,9 +296,10 @@ INPUTS: dict[str, Input] = {
             "verdict", "art/verdict.json", "json",
             m.Roles(
                 frozenset({"value", "baseline_value", "change", "exit_code", "p_value", "effect"}),
-                frozenset({"summary", "reason", "name", "gates_file", "device_name", "unit"}),
+                frozenset({"summary", "reason", "name", "gates_file", "unit"}),
                 {"mr_iid": int(OTHER_MR), "project_url": "https://gitlab.example.com/other/project",
                  "commit": OTHER_SHA, "pipeline_id": OTHER_PIPELINE, "channel": "nightly"},
+                names=frozenset({"device_name"}),
             ),
             "verdict.json in the artifacts (stage jobs can write the artifacts directory)",
         ),
@@ -348,8 +350,8 @@ INPUTS: dict[str, Input] = {
         Input(
             "history series", "hist/changes.db", "sqlite-series",
             m.Roles(frozenset({"latency_ms", "throughput", "batch_size"}),
-                    frozenset({"torch_version", "image", "gatekeeper", "model"}),
-                    {"channel": "nightly", "project": "other/project"}),
+                    frozenset({"image", "gatekeeper", "model"}),
+                    {"channel": "nightly", "project": "other/project"}, names=frozenset({"torch_version"})),
             "what history changes reads of every record of a sqlite store (the medians, stack, configuration), "
             "without the summary an older gatekeeper did not write",
         ),
@@ -364,7 +366,7 @@ INPUTS: dict[str, Input] = {
                 STAGE_NUMBERS, STAGE_TEXTS | {"set_by", "reason", "image"},
                 # a time it claims of itself: not after the importing job's clock (2026-12-04 audit)
                 {"project": "other/project", "recorded_at": "9999-12-31T00:00:00+00:00", "set_at": "zzz"},
-                times={"recorded_at": m.FUTURE, "set_at": m.FUTURE},
+                times={"recorded_at": m.FUTURE, "set_at": m.FUTURE}, names=STAGE_NAMES,
             ),
             "a history export or evaluate's history-spool.jsonl (beside the verdict, where stage jobs write)",
         ),
@@ -992,7 +994,7 @@ NOT_APPLICABLE = {
 OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     # an upstream stage that did not pass (unreadable included) skips the job: exit 4 (breaker check --after)
     **{("breaker check", "stage artifact", c): frozenset({4})
-       for c, k in m.CLASSES.items() if k.kind in ("number", "keys", "file")},
+       for c, k in m.CLASSES.items() if k.kind in ("number", "name", "keys", "file")},
     # breaker record reads the job's artifact for the diagnosis only: unreadable, it records the exit code
     **{("breaker record", "stage artifact", c): frozenset({0}) for c in m.CLASSES},
     # a known issue's explanation is one line (schema): a payload with newlines is refused
@@ -1005,10 +1007,11 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
        for c in ("report", "matrix", "advise", "history export", "history alarms")},
     **{(c, i, "empty"): frozenset({0}) for c, i in (("history changes", "history series"),
                                                    ("history changes", "anchor row"), ("history anchor", "anchor row"))},
-    # history platforms needs the run at --commit: a record whose stored medians do not read is skipped, and
-    # with every record unreadable there is none to judge (exit 2, naming the first reason)
+    # history platforms needs the run at --commit: a record whose stored medians (or environment: a control
+    # character in a name) do not read is skipped, and with every record unreadable there is none to judge
+    # (exit 2, naming the first reason)
     **{("history platforms", "history series", c): frozenset({2})
-       for c in ("huge-number", "non-finite", "duplicate-key")},
+       for c in ("huge-number", "non-finite", "duplicate-key", "control-in-name")},
     # an export of an empty store is an empty file: nothing to import
     ("history import", "history export", "empty"): frozenset({0}),
     # a record of another project than the job's is refused, never filed under it (docs/history.md)
@@ -1064,6 +1067,8 @@ def cell(command: str, name: str, cls: str) -> frozenset[int] | str:
         return f"{name} names no job context"
     if klass.kind == "time" and not spec.roles.times:
         return f"{name} says no time of itself that a decision depends on"
+    if klass.kind == "name" and not spec.roles.names:
+        return f"{name} holds no name or version of a stage's environment"
     if (command, name, cls) in OVERRIDE:
         return OVERRIDE[(command, name, cls)]
     ok = control(command, name)  # the input valid
@@ -1071,6 +1076,8 @@ def cell(command: str, name: str, cls: str) -> frozenset[int] | str:
     policy = POLICY[name]
     if klass.kind == "text":
         return frozenset({ok})
+    if klass.kind == "name":  # corrupt or forged, never shown: refused (strict) or the row skipped (rows)
+        return frozenset({2} if policy == "strict" else {ok} if policy == "rows" else {absent})
     if klass.kind == "context":  # principle 1: an input error naming both, or ignored with a warning; never obeyed
         return frozenset({2, absent if policy == "ignored" else ok})
     if klass.kind == "time":  # believed up to the job's clock: refused, skipped (rows) or set aside, never obeyed
@@ -1086,6 +1093,16 @@ def cell(command: str, name: str, cls: str) -> frozenset[int] | str:
         return frozenset({2}) if cls in refused else frozenset({ok})
     return frozenset({absent})
 
+
+# (command, input) that leave out a record which does not read without a warning (any class): the
+# control-in-name case cannot see the rule's words on stderr there, only the exit code.
+QUIET_SKIP = {
+    ("report", "history row"): "the report's trends leave out a stored record that does not read, unsaid",
+    ("matrix", "history row"): "the version matrix leaves out a stored record that does not read, unsaid",
+    ("advise", "history row"): "advise leaves out a stored record that does not read, unsaid",
+    ("breaker record", "stage artifact"): "reads the job's artifact for the diagnosis only; unreadable, it "
+    "records the exit code",
+}
 
 CONTROL_CASE = "control"
 DRIVER_CLASSES = ("oversized", "newline-free", "symlink-device", "fifo")  # in forked children, memory measured
@@ -1179,6 +1196,10 @@ def problems(command: str, name: str, cls: str, outcome: Outcome, root: Path) ->
         named = input_for(command, name).file(root)
         if named.name not in outcome.err:
             found.append(f"exit 2 without naming {named.name}: {outcome.err.strip()[:300]}")
+    # a name or version with a control character: refused or skipped by that rule, saying so (not by chance)
+    said = "contains a control character" in outcome.err or (command, name) in QUIET_SKIP
+    if cls in m.CLASSES and m.CLASSES[cls].kind == "name" and not said:
+        found.append(f"no 'contains a control character' on stderr: {outcome.err.strip()[-300:]}")
     streams = outcome.out + outcome.err
     if TERMINAL_CONTROL.search(streams):
         bad = sorted({repr(c) for c in TERMINAL_CONTROL.findall(streams)})

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
+
+# what a name or version may not hold (tab and newline too): the text classes leave it out of Roles.names
+from gatekeeper.core.escape import CONTROL_CHARS as CONTROL_IN_NAMES
 
 # ------------------------------------------------------------------ payloads
 
@@ -80,6 +84,10 @@ class Roles:
     # FUTURE (the class's payload, a time after the reading job's clock) where the input says when something
     # happened, and what else makes the reader look at that time (a breaker "open", an alert job "failing")
     times: dict[str, Any] = field(default_factory=dict)
+    # keys whose string values hold one name or version (a stage's environment: torch_version, device_name...):
+    # a control character there is refused (``control-in-name``), so the text classes put their payload there
+    # without its control characters (markup, secret shapes and escape text stay: shown escaped, never refused)
+    names: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -139,8 +147,12 @@ def _texts(doc: Doc, roles: Roles, payload: str) -> int:
     if isinstance(doc.data, str):  # a log or a tool output: the payload on lines of its own, start and end
         doc.data = f"{payload}\n{doc.data}\n{payload}\n"
         return 1
+    return _append(doc, roles.texts, payload) + _append(doc, roles.names, re.sub(CONTROL_IN_NAMES, "", payload))
+
+
+def _append(doc: Doc, keys: frozenset[str], payload: str) -> int:
     n = 0
-    for parent, key in _walk(doc.data, roles.texts):
+    for parent, key in _walk(doc.data, keys):
         if isinstance(parent[key], str):
             parent[key] = f"{parent[key]} {payload}"
             n += 1
@@ -358,7 +370,7 @@ TRANSFORMS = frozenset({"truncated", "utf8-bom", "xml-utf16", "xml-latin1", "xml
 @dataclass(frozen=True)
 class MutationClass:
     name: str
-    kind: str  # "number", "text", "keys", "context", "time", "file"
+    kind: str  # "number", "text", "name", "keys", "context", "time", "file"
     what: str  # one line for docs/security.md
     payload: Any = None  # the default profile's one value (text classes, number tokens)
     variants: st.SearchStrategy[Any] | None = None  # the fuzz profile's values
@@ -370,6 +382,8 @@ class MutationClass:
             return _numbers(doc, roles, payload)
         if self.kind == "text":
             return _texts(doc, roles, payload)
+        if self.kind == "name":
+            return _append(doc, roles.names, payload)
         if self.kind == "context":
             return _context(doc, roles)
         if self.kind == "time":
@@ -405,6 +419,11 @@ CLASSES: dict[str, MutationClass] = {
         ),
         MutationClass(
             "control-chars", "text", "C0/C1 control characters, ESC/OSC sequences and bidi overrides in free text",
+            CONTROL, st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=8).map(lambda t: "ctl " + "".join(t)),
+        ),
+        MutationClass(
+            "control-in-name", "name",
+            "the control-chars payload in a name or version (a stage's environment): refused, never shown",
             CONTROL, st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=8).map(lambda t: "ctl " + "".join(t)),
         ),
         MutationClass(
