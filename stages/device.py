@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from gatekeeper.contract.stage_report import Environment
-from gatekeeper.core import budgets, proc
+from gatekeeper.core import budgets, escape, proc
 from gatekeeper.core.errors import InputError
 from gatekeeper.machine import gpu_state
 from gatekeeper.machine.probes import rocm_smi, versions
@@ -160,22 +160,30 @@ def environment(info: DeviceInfo, channel: str | None = None) -> Environment:
         if why:
             extra["gpu_settings_unknown"] = why
     return Environment(
-        torch_version=torch.__version__,
-        torch_git_hash=getattr(torch.version, "git_version", None),
-        hip_version=getattr(torch.version, "hip", None),
-        cuda_version=getattr(torch.version, "cuda", None),
-        rocm_version=read_rocm_version(),
+        torch_version=_shown(torch.__version__),
+        torch_git_hash=_shown(getattr(torch.version, "git_version", None)),
+        hip_version=_shown(getattr(torch.version, "hip", None)),
+        cuda_version=_shown(getattr(torch.version, "cuda", None)),
+        rocm_version=_shown(read_rocm_version()),
         device_kind=info.kind,
-        device_name=info.name or platform.processor() or platform.machine(),
+        device_name=_shown(info.name or platform.processor() or platform.machine()),
         device_count=info.count,
-        gfx_arch=info.gfx_arch,
-        compute_capability=info.compute_capability,
-        driver=driver,
+        gfx_arch=_shown(info.gfx_arch),
+        compute_capability=_shown(info.compute_capability),
+        driver=_shown(driver),
         python=sys.version.split()[0],
-        host=socket.gethostname(),
+        host=_shown(socket.gethostname()) or "",
         channel=resolve_channel(channel, torch.__version__),
-        extra=extra,
+        extra={key: _shown(value) if isinstance(value, str) else value for key, value in extra.items()},
     )
+
+
+def _shown(value: str | None) -> str | None:
+    """What the machine told (a sysfs file, a tool's output, an error's text) as the artifact may carry it: a
+    control character, tab or newline shown as ``\\xNN``. The artifact schema refuses them (a reader cannot tell
+    a forged value from a strange one), so the stage that met one writes it escaped rather than refusing its own
+    report and failing the job for a driver string."""
+    return None if value is None else escape.terminal(value, newlines=False)
 
 
 _SMI_TIMEOUT_S = 15.0

@@ -144,7 +144,8 @@ _SAFE_URL = re.compile(r"https?://[^\s<>|\"'`]+")
 
 def _safe_url(url: str) -> str | None:
     url = str(url).strip()
-    if not _SAFE_URL.fullmatch(url):
+    # not printable: a control character, or a lone surrogate (JSON's "\ud800"), which cannot be percent-encoded
+    if not _SAFE_URL.fullmatch(url) or not url.isprintable():
         return None
     try:
         parts = urlsplit(url)

@@ -64,3 +64,25 @@ def test_the_rocm_version_file_is_read_bounded_and_only_when_regular(tmp_path) -
         if thread.is_alive():
             os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
         thread.join(timeout=30)
+
+
+def test_what_the_machine_says_with_control_characters_is_written_escaped_not_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """The artifact schema refuses a control character in the environment (a reader cannot tell a forged value
+    from a strange one). The stage itself escapes what the machine told it (a driver file, a tool's error), so a
+    strange driver string costs one escaped field, not the stage's own report."""
+    from gatekeeper.contract.stage_report import read_stage, write_stage
+    from tests.support.builders import report
+
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: None)
+    monkeypatch.setattr(device, "_miopen_version", lambda: "3.2.0\n")
+    monkeypatch.setattr(device, "read_amdgpu_driver_version", lambda *a, **k: "6.8.5\x1b[2J")
+    monkeypatch.setattr(device, "read_gpu_settings", lambda *a, **k: ({}, "rocm-smi failed:\nline two\ttab"))
+    env = device.environment(device.DeviceInfo("rocm", "cuda:0", name="MI300X\u202e", count=1), channel="stable")
+    assert env.driver == "6.8.5\\x1b[2J"
+    assert env.device_name == "MI300X\\u202e"
+    assert env.extra["miopen_version"] == "3.2.0\\x0a"
+    assert env.extra["gpu_settings_unknown"] == "rocm-smi failed:\\x0aline two\\x09tab"
+    path = write_stage(report("verify_hip", {}, [], environment=env), tmp_path)
+    assert read_stage(path).environment.driver == "6.8.5\\x1b[2J"
