@@ -88,6 +88,20 @@ def test_a_step_with_only_the_commit_changed_is_bisected_over_the_commits_once(t
     assert "no unconfirmed change point of throughput*" in other.plan.reason
 
 
+def test_a_change_whose_first_run_moved_within_its_span_is_the_same_change(tmp_path: Path) -> None:
+    """The estimate of a small step's run may move as nights are added: a recorded first run inside the change's
+    span (after its good end, at or before its bad end) is the same change; one before the span is another."""
+    history = _store(tmp_path)
+    found = _plan(history, tmp_path / "s.json")
+    assert found.identity is not None
+    moved = tmp_path / "moved.json"
+    record_bisected(moved, {**found.identity, "first_run_id": 999})
+    assert "already bisected" in _plan(history, moved).plan.reason
+    earlier = tmp_path / "earlier.json"
+    record_bisected(earlier, {**found.identity, "first_run_id": 999, "first_at": "2026-11-03T02:00:00+00:00"})
+    assert _plan(history, earlier).plan.provider == "git"
+
+
 def test_the_state_keeps_only_the_newest_identities(tmp_path: Path) -> None:
     state = tmp_path / "changes.json"
     full = [{"stage": "s", "metric": f"m{k}", "series": {}, "first_run_id": k, "first_at": "t"} for k in range(KEEP)]
