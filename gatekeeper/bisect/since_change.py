@@ -10,7 +10,10 @@ index when torch changed, else over the image's tags when only the tag of the sa
 else over the commits. It is judged by the change's stage and metric.
 
 The STATE file (the CI template keeps it in the job's cache) records each change bisected: its stage,
-metric, series and first run (id, commit, time); the newest ``KEEP`` are kept. The caller records a change
+metric, series, first run (id, commit, time) and the range bisected; the newest ``KEEP`` are kept. A change
+of another metric at the same run of the same series (one step moves latency, its percentiles and
+throughput), or one whose range was bisected already (the same step on another device), is not bisected
+again. The caller records a change
 (``record_bisected``) once the bisection has started (its candidates were listed): a start that fails (a
 commit the clone lacks, a tool missing) is retried the next night. A change whose estimated first run moves
 within its span as nights are added is the same change, not bisected again.
@@ -78,15 +81,20 @@ def plan_since_change(
     if not changes:
         return ChangePlan(Plan(None, reason=f"no unconfirmed change point{which} in {len(rows)} recorded runs: "
                                             f"nothing to bisect{set_aside}"))  # fmt: skip
-    fresh = [c for c in reversed(changes) if not any(_same(d, c) for d in done)]  # newest first
+    # newest first; at one run, the largest move first (one step moves several metrics: it is bisected once)
+    newest = sorted(changes, key=lambda c: (str(c.first.recorded_at), abs(c.point.change)), reverse=True)
+    fresh = [c for c in newest if not any(_same(d, c) for d in done)]
     if not fresh:
         return ChangePlan(Plan(None, reason=f"every unconfirmed change point{which} ({len(changes)}) was already "
                                             f"bisected (recorded in {state}){set_aside}"))  # fmt: skip
     passed_over: list[str] = []
+    ranges = {(d.get("provider"), d.get("good"), d.get("bad")) for d in done}
     for change in fresh:
         found = _plan(change, index_url)
         if isinstance(found, str):
             passed_over.append(f"{_name(change)}: {found}")
+            continue
+        if (found.provider, found.good, found.bad) in ranges:  # another series or stage moved at the same change
             continue
         skipped = f" (passed over, newer: {'; '.join(passed_over)})" if passed_over else ""
         plan = Plan(found.provider, found.good, found.bad, found.options, f"{_name(change)}: {found.reason}{skipped}"
@@ -97,8 +105,11 @@ def plan_since_change(
             stage=change.stage,
             metric=change.metric.split("[", 1)[0],
             channel=key_channel if key_channel in ("stable", "nightly") else None,
-            identity=_identity(change),
+            identity={**_identity(change), "provider": found.provider, "good": found.good, "bad": found.bad},
         )
+    if not passed_over:
+        return ChangePlan(Plan(None, reason=f"every unconfirmed change point{which} ({len(changes)}) lies in a range "
+                                            f"already bisected (recorded in {state}){set_aside}"))  # fmt: skip
     return ChangePlan(Plan(None, reason="; ".join(passed_over) + set_aside))
 
 
@@ -138,10 +149,11 @@ def _identity(change: Any) -> dict[str, Any]:
 
 
 def _same(done: Mapping[str, Any], change: Any) -> bool:
-    """The recorded change is this one: same stage, metric and series, and the same first run, or a first run
-    within this change's span (the estimate moves as nights are added; the change does not)."""
+    """The recorded change is this one: same stage and series, and the same first run, or a first run within this
+    change's span (the estimate moves as nights are added; the change does not). Any metric: one step moves
+    several (latency, its percentiles, throughput), and one bisection of its range answers for them all."""
     mine = _identity(change)
-    if any(done.get(k) != mine[k] for k in ("stage", "metric", "series")):
+    if any(done.get(k) != mine[k] for k in ("stage", "series")):
         return False
     if done.get("first_run_id") == mine["first_run_id"]:
         return True

@@ -24,15 +24,18 @@ INDEX = "https://download.pytorch.org/whl/nightly/rocm6.2"
 IMAGE = "registry.example.invalid/rocm/pytorch"
 
 
-def _perf(level: float, rng: np.random.Generator, torch: str) -> StageReport:
+def _perf(level: float, rng: np.random.Generator, torch: str, channel: str = "nightly") -> StageReport:
+    """The latency and its p99 (one step moves both: two change points at one run, bisected once)."""
     samples = [list(level * np.exp(rng.normal(0, 0.01)) * np.exp(rng.normal(0, 0.01, 20))) for _ in range(10)]
+    tail = [list(1.5 * level * np.exp(rng.normal(0, 0.005)) * np.exp(rng.normal(0, 0.01, 20))) for _ in range(10)]
     return report(
         "performance_baseline",
         metrics={
             "latency_ms": Metric.of(float(np.median(np.concatenate(samples))), "ms", "lower", samples),
+            "latency_ms.p99": Metric.of(float(np.median(np.concatenate(tail))), "ms", "lower", tail),
             "throughput_cv": Metric.of(0.01, "ratio", "lower"),
         },
-        environment=env(torch_version=torch, channel="nightly"),
+        environment=env(torch_version=torch, channel=channel),
     )
 
 
@@ -65,19 +68,26 @@ def _plan(history: str, state: Path, **kw: Any) -> Any:
     return plan_since_change(state=state, history=history, index_url=kw.pop("index_url", INDEX), **kw)
 
 
-def test_a_step_with_only_the_commit_changed_is_bisected_over_the_commits_once(tmp_path: Path) -> None:
+def test_a_step_with_only_the_commit_changed_is_bisected_over_the_commits_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     history, state = _store(tmp_path), tmp_path / "cache" / "changes.json"
+    assert main(["history", "changes", "--history", history, "--format", "json"]) == 0
+    moved = {c["metric"] for c in json.loads(capsys.readouterr().out)["changes"]}
+    assert moved == {"latency_ms", "latency_ms.p99"}  # one step, two change points at run 7
     found = _plan(history, state)
     assert (found.plan.provider, found.plan.good, found.plan.bad) == ("git", f"{6:040x}", f"{7:040x}")
-    assert (found.stage, found.metric, found.channel) == ("performance_baseline", "latency_ms", "nightly")
-    assert "unconfirmed change performance_baseline.latency_ms +2." in found.plan.reason
+    assert (found.stage, found.channel) == ("performance_baseline", "nightly")
+    assert found.metric in moved
+    assert f"unconfirmed change performance_baseline.{found.metric} +" in found.plan.reason
     assert "bisecting the commits" in found.plan.reason
     assert not state.exists()  # planned, not started: nothing recorded yet (a failed start retries)
     record_bisected(state, found.identity)
     doc = json.loads(state.read_text())
     assert doc["schema"] == STATE_SCHEMA
     [done] = doc["bisected"]
-    assert (done["stage"], done["metric"], done["first_commit"]) == ("performance_baseline", "latency_ms", f"{7:040x}")
+    assert (done["stage"], done["metric"], done["first_commit"]) == ("performance_baseline", found.metric, f"{7:040x}")
+    assert (done["provider"], done["good"], done["bad"]) == ("git", f"{6:040x}", f"{7:040x}")
     assert done["series"]["channel"] == "nightly"
     again = _plan(history, state)
     assert again.plan.provider is None
@@ -94,12 +104,31 @@ def test_a_change_whose_first_run_moved_within_its_span_is_the_same_change(tmp_p
     history = _store(tmp_path)
     found = _plan(history, tmp_path / "s.json")
     assert found.identity is not None
+    change = {k: v for k, v in found.identity.items() if k not in ("provider", "good", "bad")}  # not its range
     moved = tmp_path / "moved.json"
-    record_bisected(moved, {**found.identity, "first_run_id": 999})
+    record_bisected(moved, {**change, "first_run_id": 999})
     assert "already bisected" in _plan(history, moved).plan.reason
     earlier = tmp_path / "earlier.json"
-    record_bisected(earlier, {**found.identity, "first_run_id": 999, "first_at": "2026-11-03T02:00:00+00:00"})
+    record_bisected(earlier, {**change, "first_run_id": 999, "first_at": "2026-11-03T02:00:00+00:00"})
     assert _plan(history, earlier).plan.provider == "git"
+
+
+def test_the_same_step_in_another_series_is_not_bisected_again(tmp_path: Path) -> None:
+    """Both channels ran the same commits and both moved at the step: one range, one bisection."""
+    db = tmp_path / "two.db"
+    store = SqliteStore(db, create=True)
+    rng = np.random.default_rng(3)
+    for night in range(1, 13):
+        for channel in ("nightly", "stable"):
+            info = RunInfo("main", f"{night:040x}", f"{channel}{night}", "pass", f"2026-11-{night:02d}T02:00:00+00:00")
+            store.save(_perf(10.0 * (1.025 if night > 6 else 1.0), rng, "2.6.0", channel), info)
+    state = tmp_path / "s.json"
+    found = _plan(f"sqlite:{db}", state)
+    assert (found.plan.provider, found.plan.good, found.plan.bad) == ("git", f"{6:040x}", f"{7:040x}")
+    record_bisected(state, found.identity)
+    again = _plan(f"sqlite:{db}", state)
+    assert again.plan.provider is None
+    assert "in a range already bisected" in again.plan.reason
 
 
 def test_the_state_keeps_only_the_newest_identities(tmp_path: Path) -> None:
