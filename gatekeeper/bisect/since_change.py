@@ -35,6 +35,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from gatekeeper.bisect.nightly import _SHA, Plan
+from gatekeeper.bisect.providers.image import _REPOSITORY, _TAG  # the shapes the image provider accepts
 from gatekeeper.contract import schemas
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
@@ -43,8 +44,6 @@ __all__ = ["KEEP", "STATE_SCHEMA", "ChangePlan", "plan_since_change", "record_bi
 
 STATE_SCHEMA = "gatekeeper.bisect-changes/v1"
 KEEP = 200  # identities kept in STATE: more than a year of nightly bisections
-_REPOSITORY = re.compile(r"^[a-z0-9]+([._/:-][a-z0-9]+)*$")  # as the image provider accepts (providers/image.py)
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _METRIC = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$")
 _SERIES = ("channel", "device_kind", "arch", "branch", "model")
 
