@@ -11,6 +11,7 @@ import argparse
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -105,6 +106,10 @@ def _run(args: argparse.Namespace) -> int:
     from gatekeeper.bisect import BisectOptions
 
     rest = list(args.rest[1:] if args.rest[:1] == ["--"] else args.rest)
+    if args.since_change:
+        return _since_change(args, rest)
+    if args.history:
+        raise InputError(None, "--history", "--history goes with --since-change", "add --since-change STATE")
     if args.since_green:
         from gatekeeper.bisect.nightly import plan_since_green
 
@@ -148,6 +153,53 @@ def _run(args: argparse.Namespace) -> int:
     return _execute(opts)
 
 
+def _since_change(args: argparse.Namespace, rest: list[str]) -> int:
+    """``--since-change``: bisect the newest unconfirmed change point of the history not bisected yet. The
+    change is recorded in STATE once the bisection has started (its candidates listed): a start that fails is
+    retried the next night, a bisection that started (even one a job timeout ends) is not run again."""
+    from gatekeeper.bisect import BisectOptions
+    from gatekeeper.bisect.since_change import plan_since_change, record_bisected
+
+    for name in ("since_green", "verdict", "provider", "good", "bad", "resume"):
+        if getattr(args, name):
+            flag = "--" + name.replace("_", "-")
+            raise InputError(None, flag, f"{flag} does not go with --since-change", f"drop {flag}")
+    if not args.history:
+        raise InputError(None, "--history", "--since-change needs the history store", "add --history sqlite:PATH")
+    state = Path(args.since_change)
+    found = plan_since_change(
+        state=state, history=args.history, metric=args.metric, channel=args.channel, index_url=args.index_url
+    )
+    plan = found.plan
+    print(f"gatekeeper bisect: {terminal(plan.reason, newlines=False)}")
+    if plan.provider is None or found.identity is None:
+        return 0
+    identity = found.identity
+    opts = BisectOptions(
+        provider=plan.provider,
+        good=plan.good,
+        bad=plan.bad,
+        out=Path(args.out),
+        stage=args.stage or found.stage,
+        stage_args=tuple(rest),
+        command=(),
+        metric=found.metric,
+        channel=args.channel or found.channel,
+        gates=Path(args.gates) if args.gates else None,
+        max_processes=args.max_processes,
+        timeout=args.timeout,
+        resume=False,
+        provider_options={**_provider_options(args, plan.provider), **plan.options},
+        bundle=not args.no_bundle,
+    )
+
+    def started() -> None:
+        record_bisected(state, identity)
+        print(f"gatekeeper bisect: recorded in {terminal(str(state), newlines=False)}: not bisected again")
+
+    return _execute(opts, on_start=started)
+
+
 def _resume(args: argparse.Namespace, rest: list[str]) -> int:
     """``--resume`` alone: every option as bisect.json recorded it."""
     from gatekeeper.bisect import BisectOptions
@@ -177,7 +229,7 @@ def _resume(args: argparse.Namespace, rest: list[str]) -> int:
     return _execute(opts)
 
 
-def _execute(opts: BisectOptions) -> int:
+def _execute(opts: BisectOptions, on_start: Callable[[], None] | None = None) -> int:
     from gatekeeper.bisect import run_bisect
     from gatekeeper.bisect.render import changes_lines, table_lines
     from gatekeeper.bisect.search import max_decisions
@@ -189,6 +241,8 @@ def _execute(opts: BisectOptions) -> int:
         if getattr(event, "kind", "") == "start":
             printer.expect(getattr(event, "expected", 0))
         printer(event)
+        if getattr(event, "kind", "") == "start" and on_start is not None:
+            on_start()
 
     try:
         result = run_bisect(opts, on_event)
@@ -224,8 +278,8 @@ def _execute(opts: BisectOptions) -> int:
     return result.exit_code
 
 
-def _provider_options(args: argparse.Namespace) -> dict[str, str | None]:
-    provider = args.provider
+def _provider_options(args: argparse.Namespace, provider: str | None = None) -> dict[str, str | None]:
+    provider = provider or args.provider
     if provider == "pip" or args.package:
         return {"package": args.package, "index_url": args.index_url, "find_links": args.find_links}
     if provider == "image" or args.image:
@@ -274,5 +328,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "STATE), and bisect the night's change (torch version, else commit)",
     )
     g.add_argument("--verdict", help="with --since-green: tonight's nightly verdict.json")
+    g.add_argument(
+        "--since-change",
+        metavar="STATE",
+        help="bisect the newest unconfirmed change point of the history store (--history; of --metric and --channel "
+        "when given) not yet recorded in STATE, between its two ends (torch version, else image tag, else commit), "
+        "judged by its stage and metric",
+    )
+    g.add_argument("--history", help="with --since-change: the history store, sqlite:PATH or postgresql://USER@HOST/DB")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="-- then the command, or the stage options with --stage")
     p.set_defaults(handler=_run)

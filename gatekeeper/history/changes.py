@@ -27,8 +27,8 @@ from gatekeeper.history.sql_schema import AnchorMark, SeriesRow
 from gatekeeper.stats.changepoint import ALPHA, ChangePoint, level_changes
 
 __all__ = [
-    "STACK", "Change", "bisect_commands", "config_key", "find_changes", "group_key", "run_fields", "series_changes",
-    "stack_diff", "stack_of",
+    "STACK", "Change", "bisect_commands", "config_key", "find_changes", "group_key", "image_ref", "run_fields",
+    "series_changes", "stack_diff", "stack_of",
 ]  # fmt: skip
 
 # (label, where it is read): "env:" the stage report's environment, "extra:" its extra facts,
@@ -106,13 +106,13 @@ def bisect_commands(change: Change) -> list[str]:
     out = []
     if good.commit and bad.commit and good.commit != bad.commit:
         out.append(["--provider", "git", "--good", good.commit, "--bad", bad.commit, *judge])
-    old, new = (_image(r.stack.get("image")) for r in (good, bad))
+    old, new = (image_ref(r.stack.get("image")) for r in (good, bad))
     if old and new and old[0] == new[0] and old[1] != new[1]:
         out.append(["--provider", "image", "--image", old[0], "--good", old[1], "--bad", new[1], *judge])
     return [shell_join(["gatekeeper", "bisect", *argv]) for argv in out]
 
 
-def _image(ref: Any) -> tuple[str, str] | None:
+def image_ref(ref: Any) -> tuple[str, str] | None:
     """(repository, tag) of an image reference; None without a tag (or by digest)."""
     if not isinstance(ref, str) or "@" in ref:
         return None

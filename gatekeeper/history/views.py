@@ -12,10 +12,12 @@ from gatekeeper.core.escape import md_code_block, md_text, terminal, terminal_li
 from gatekeeper.history import open_store
 from gatekeeper.history.sql import SqlStore
 
-__all__ = ["anchors_report", "changes_report", "platforms_report", "set_anchor"]
+__all__ = ["anchors_report", "changes_report", "platforms_report", "set_anchor", "sql_store"]
 
 
-def _sql_store(spec: str, *, create: bool = False) -> SqlStore:
+def sql_store(spec: str, *, create: bool = False) -> SqlStore:
+    """The SQL store ``spec`` names (what every ``history`` view and ``bisect --since-change`` read); another
+    kind of store keeps no series: an InputError naming the fix."""
     store = open_store(spec, create=create)
     if not isinstance(store, SqlStore):
         kind = spec.split(":", 1)[0]
@@ -30,7 +32,7 @@ def changes_report(
     """The change points of every series, and the records that could not be read (for warnings)."""
     from gatekeeper.history.changes import find_changes
 
-    store = _sql_store(history)
+    store = sql_store(history)
     if since:
         _check_date(since)
     rows = store.series(channel=channel, since=since, summaries=True)
@@ -176,7 +178,7 @@ def platforms_report(
 
     if not 0 < min_effect < 1:
         raise InputError(None, "--min-effect", f"{min_effect:g} is not a fraction", "give one such as 0.02 (2%)")
-    store = _sql_store(history)
+    store = sql_store(history)
     rows = store.series(channel=channel, summaries=True)
     skipped = list(store.skipped)
     triage = platform_triage(
@@ -232,7 +234,7 @@ def _platforms_md(head: str, docs: Sequence[dict[str, Any]], same: int, unmatche
 
 def anchors_report(*, history: str, fmt: str = "table") -> str:
     """Every anchor set, newest first, as waivers are shown: the run, who, when and why."""
-    store = _sql_store(history)
+    store = sql_store(history)
     marks = store.anchors()
     if fmt == "json":
         return json.dumps({"anchors": [m.to_dict() for m in marks]}, indent=1) + "\n"
@@ -246,7 +248,7 @@ def anchors_report(*, history: str, fmt: str = "table") -> str:
 
 
 def set_anchor(*, history: str, run: str, by: str, reason: str) -> str:
-    store = _sql_store(history)
+    store = sql_store(history)
     mark = store.set_anchor(run, by=by, reason=reason)
     return terminal(
         f"gatekeeper: anchor set: run {mark.run} ({mark.channel}, {mark.device_kind} {mark.arch}) by {mark.set_by} "

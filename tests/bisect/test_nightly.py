@@ -185,6 +185,57 @@ def test_scheduled_run_updates_issues_and_bisects_since_green(job, tmp_path):
     assert calls[-1] == ["notify", "issue", "--bisect", "artifacts/bisect/bisect.json"]
 
 
+def test_a_night_with_nothing_since_green_bisects_the_history_change_when_a_store_is_recorded(job, tmp_path):
+    """--since-change runs after --since-green found nothing (exit 0, no bisect.json), only with a history store
+    (the record input), its state in the job's cache, the stage and channel left to the change."""
+    (tmp_path / "artifacts" / "nightly").mkdir(parents=True)
+    (tmp_path / "artifacts" / "nightly" / "verdict.json").write_text("{}")
+    env = {"CI_PIPELINE_SOURCE": "schedule", "GATEKEEPER_RECORD": "postgresql://gk@db.example.invalid/gk"}
+    code, calls, _ = _run_script(job, tmp_path, {**env, "GATEKEEPER_BISECT_METRIC": "latency_ms"})
+    assert code == 0
+    assert calls[1][:2] == ["bisect", "--since-green"]
+    change = calls[2]
+    assert change[:5] == ["bisect", "--since-change", ".gatekeeper-cache/bisect/changes.json", "--history",
+                          env["GATEKEEPER_RECORD"]]  # fmt: skip
+    assert change[change.index("--index-url") + 1] == INDEX
+    assert change[change.index("--metric") + 1] == "latency_ms"
+    assert change[change.index("--out") + 1] == "artifacts/bisect"
+    judge = change[: change.index("--")]
+    assert "--stage" not in judge
+    assert "--channel" not in judge
+    assert change[change.index("--") + 1 :] == ["--device", "auto"]
+    assert job["cache"][0]["paths"] == [".gatekeeper-cache/bisect/"]  # the state file is kept where since-green's is
+    # a bisection since green ran (its bisect.json): no second one tonight
+    (tmp_path / "artifacts" / "bisect" / "bisect.json").write_text('{\n  "status": "done"\n}\n')
+    (tmp_path / "calls.jsonl").unlink()
+    _, calls, _ = _run_script(job, tmp_path, env)
+    assert [c[1] for c in calls if c[0] == "bisect"] == ["--since-green"]
+    # no history store: since-green only; a manual run: the given range only
+    (tmp_path / "artifacts" / "bisect" / "bisect.json").unlink()
+    (tmp_path / "calls.jsonl").unlink()
+    _, calls, _ = _run_script(job, tmp_path, {"CI_PIPELINE_SOURCE": "schedule"})
+    assert [c[1] for c in calls if c[0] == "bisect"] == ["--since-green"]
+    (tmp_path / "calls.jsonl").unlink()
+    _, calls, _ = _run_script(job, tmp_path, {**env, "CI_PIPELINE_SOURCE": "web", "GATEKEEPER_BISECT_GOOD": "v1"})
+    assert [c[1] for c in calls if c[0] == "bisect"] == ["--provider"]
+
+
+def test_since_change_is_not_run_after_a_since_green_that_failed(tmp_path):
+    job = render(_include(), ROOT)["gatekeeper:bisect"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.jsonl"
+    fake = bin_dir / "gatekeeper"
+    fake.write_text(f'#!/bin/sh\necho "$1 $2" >> {log}\n[ "$1" = bisect ] && exit 2\nexit 0\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin", **{k: str(v) for k, v in job["variables"].items()},
+           "CI_PIPELINE_SOURCE": "schedule", "GATEKEEPER_RECORD": "sqlite:h.db"}  # fmt: skip
+    res = subprocess.run(["bash", "-ec", "\n".join(job["script"])], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, check=False)  # fmt: skip
+    assert res.returncode == 2  # since-green's exit code, not hidden
+    assert log.read_text().splitlines() == ["bisect --since-green"]
+
+
 def test_since_green_from_the_command_line(tmp_path, capsys):
     from gatekeeper import cli
 

@@ -400,6 +400,10 @@ INPUTS: dict[str, Input] = {
             "the previous night of bisect --since-green (the job's cache: any job with the cache can write it)",
         ),
         Input(
+            "changes state", "nightly/changes.json", "json", m.Roles(),
+            "the changes bisect --since-change has bisected (the job's cache: any job with the cache can write it)",
+        ),
+        Input(
             "soak series", "art/performance_baseline.soak.jsonl", "jsonl",
             m.Roles(frozenset({"t_s", "iterations", "throughput", "latency_ms_median", "memory_mb"})),
             "performance_baseline's soak windows (the code under test wrote them), plotted by the report",
@@ -565,6 +569,12 @@ COMMANDS: dict[str, Command] = {
             "bisect --since-green",
             ("bisect", "--since-green", "{root}/nightly/state.json", "--verdict", "{root}/nightly/verdict.json"),
             ("nightly state",), 0,
+        ),
+        # The nightly job's history step (the store's one change is confirmed by its anchor: nothing is bisected)
+        Command(
+            "bisect --since-change",
+            ("bisect", "--since-change", "{root}/nightly/changes.json", "--history", "sqlite:{root}/hist/changes.db"),
+            ("changes state", "history series", "anchor row"), 0,
         ),
     )
 }  # fmt: skip
@@ -776,6 +786,17 @@ def _reader_world(root: Path, run: Any) -> None:
     write_verdict(dataclasses.replace(verdict, channel="nightly"), root / "nightly" / "verdict.json")
     state = str(root / "nightly" / "state.json")
     run("bisect", "--since-green", state, "--verdict", str(root / "nightly" / "verdict.json"))  # the first night
+    # the since-change state after the store's change was bisected (before its anchor confirmed it): a case
+    # whose anchor no longer confirms it (one claiming a future time is not believed) bisects nothing either
+    from gatekeeper.bisect.since_change import record_bisected
+    from gatekeeper.history.changes import find_changes
+    from gatekeeper.history.sqlite import SqliteStore
+
+    [change] = find_changes(SqliteStore(root / "hist" / "changes.db").series(summaries=True), metric="latency_ms")
+    identity = {"stage": change.stage, "metric": change.metric, "series": dict(change.key),
+                "first_run_id": change.first.row_id, "first_commit": change.first.commit,
+                "first_at": change.first.recorded_at}  # fmt: skip
+    record_bisected(root / "nightly" / "changes.json", identity)
 
 
 JUNIT_GATES = """\
@@ -951,6 +972,7 @@ POLICY = {
     "history series": "rows", "anchor row": "rows", "history export": "strict", "bisect result": "strict",
     "cache snapshot": "strict",
     "capture fs": "strict", "capture torch": "strict", "nightly state": "ignored", "soak series": "ignored",
+    "changes state": "ignored",
     "junit report": "junit", "stage junit": "junit",
 }  # fmt: skip
 # junit: the JUnit reader (gatekeeper/contract/junit.py) as a junit: gate reads a file: anything it cannot read as
@@ -984,6 +1006,9 @@ NOT_APPLICABLE = {
     ("capture torch", "context"): "a capture is of another machine by design",
     ("nightly state", "text"): "the nightly state holds no free text (a result word, a version, a commit)",
     ("nightly state", "context"): "the previous night is another pipeline and commit by design",
+    ("changes state", "text"): "the changes state's texts (stage, metric, series, commit) are only compared with the "
+    "store's, never shown or passed on (tests/bisect/test_since_change.py)",
+    ("changes state", "context"): "the changes bisected are other pipelines' by design",
     ("soak series", "text"): "a soak window holds numbers only",
     ("soak series", "context"): "a soak window names no channel, project or pipeline",
     ("junit report", "context"): "a JUnit file names no channel, project or pipeline (a host and a time at most)",
@@ -1038,6 +1063,10 @@ OVERRIDE: dict[tuple[str, str, str], frozenset[int]] = {
     ("doctor --from", "capture", "oversized"): frozenset({2}),
     # the nightly state is rewritten with tonight: a directory in its place cannot be, exit 2 naming it
     ("bisect --since-green", "nightly state", "directory"): frozenset({2}),
+    # the changes state is one file (rewritten when a change is recorded): a directory in its place is exit 2
+    ("bisect --since-change", "changes state", "directory"): frozenset({2}),
+    # an empty file is an empty store, with no change point to bisect
+    **{("bisect --since-change", i, "empty"): frozenset({0}) for i in ("history series", "anchor row")},
     **{("doctor --from", i, c): frozenset({0}) for i in ("capture tools", "capture fs", "capture torch")
        for c in ("symlink-loop", "directory", "symlink-device", "fifo", "dangling-symlink")},
     # cache stats --begin writes a new snapshot over whatever was there, unread (one that is not a regular file is

@@ -19,6 +19,7 @@ SCHEMA_FILES = {
     "gatekeeper.bisect/v1": "bisect.v1.json",
     "gatekeeper.cache-snapshot/v1": "cache_snapshot.v1.json",
     "gatekeeper.bisect-nightly/v1": "bisect_nightly.v1.json",
+    "gatekeeper.bisect-changes/v1": "bisect_changes.v1.json",
 }
 
 
