@@ -27,7 +27,7 @@ from gatekeeper.core.errors import InputError
 __all__ = ["Plan", "plan_since_green"]
 
 STATE_SCHEMA = "gatekeeper.bisect-nightly/v1"
-_SHA = re.compile(r"^[0-9a-f]{7,64}$")
+COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
 GREEN = ("pass", "warn")
 
 
@@ -49,7 +49,7 @@ def _night(doc: Any) -> dict[str, Any] | None:
         torch = str(torch) if torch and Version(str(torch)) else None
     except InvalidVersion:
         torch = None
-    commit = str(commit) if isinstance(commit, str) and _SHA.match(commit) else None
+    commit = str(commit) if isinstance(commit, str) and COMMIT.fullmatch(commit) else None
     return {**doc, "torch_version": torch, "commit": commit}
 
 

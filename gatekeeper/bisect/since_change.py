@@ -34,8 +34,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from gatekeeper.bisect.nightly import _SHA, Plan
-from gatekeeper.bisect.providers.image import _REPOSITORY, _TAG  # the shapes the image provider accepts
+from gatekeeper.bisect.nightly import COMMIT, Plan
+from gatekeeper.bisect.providers.image import REPOSITORY, TAG  # the shapes the image provider accepts
 from gatekeeper.contract import schemas
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
@@ -172,7 +172,7 @@ def _name(change: Any) -> str:
 
 
 def _commit(value: Any) -> str | None:
-    return value if isinstance(value, str) and _SHA.match(value) else None
+    return value if isinstance(value, str) and COMMIT.fullmatch(value) else None
 
 
 def _torch(value: Any) -> str | None:
@@ -190,7 +190,7 @@ def _image(ref: Any) -> tuple[str, str] | None:
     from gatekeeper.history.changes import image_ref
 
     found = image_ref(ref)
-    if found is None or not _REPOSITORY.match(found[0]) or not _TAG.match(found[1]):
+    if found is None or not REPOSITORY.fullmatch(found[0]) or not TAG.fullmatch(found[1]):
         return None
     return found
 
@@ -198,7 +198,7 @@ def _image(ref: Any) -> tuple[str, str] | None:
 def _plan(change: Any, index_url: str | None) -> Plan | str:
     """The bisection between the change's ends, or why there is none."""
     good, bad = change.good or change.before, change.bad or change.first
-    if change.stage not in _stages() or not _METRIC.match(change.metric.split("[", 1)[0]):
+    if change.stage not in _stages() or not _METRIC.fullmatch(change.metric.split("[", 1)[0]):
         return "its stage or metric is no name gatekeeper judges: not bisecting it"
     old_torch, new_torch = _torch(good.environment.get("torch_version")), _torch(bad.environment.get("torch_version"))
     if old_torch and new_torch and old_torch != new_torch:

@@ -40,9 +40,9 @@ def point_label(point: Mapping[str, object]) -> str:
     parts = []
     for key in sorted(point):
         value = str(point[key])
-        if not _KEY.match(key):
+        if not _KEY.fullmatch(key):
             raise ValueError(f"point key {key!r}: use lowercase letters, digits and _")
-        if not _VALUE.match(value):
+        if not _VALUE.fullmatch(value):
             raise ValueError(f"point value {value!r} of {key}: use letters, digits and . _ + - only")
         parts.append(f"{key}={value}")
     return "[" + ",".join(parts) + "]"
@@ -55,13 +55,13 @@ def point_name(base: str, point: Mapping[str, object], suffix: str = "") -> str:
 
 def split_point(name: str) -> tuple[str, dict[str, str], str] | None:
     """(base, point, suffix) of a point metric name (suffix: ``.p99`` or ""); None for a plain name."""
-    m = _NAME.match(name)
+    m = _NAME.fullmatch(name)
     if not m:
         return None
     point: dict[str, str] = {}
     for part in m.group("point").split(","):
         key, sep, value = part.partition("=")
-        if not sep or not _KEY.match(key) or not _VALUE.match(value) or key in point:
+        if not sep or not _KEY.fullmatch(key) or not _VALUE.fullmatch(value) or key in point:
             return None
         point[key] = value
     return m.group("base"), point, m.group("suffix")

@@ -49,7 +49,7 @@ def parse_downstream(text: str | None) -> tuple[str, ...]:
         name = raw.strip().lower()
         if not name:
             continue
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise InputError(
                 None, "--downstream", f"{raw.strip()!r} is not a package name", "e.g. onnxruntime,tensorrt"
             )

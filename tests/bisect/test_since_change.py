@@ -181,7 +181,12 @@ def test_a_confirmed_change_and_an_a_a_history_are_not_bisected(tmp_path: Path) 
     assert "no unconfirmed change point in 12 recorded runs" in flat.plan.reason
 
 
-FORGED = {"an option": "--upload-pack=touch /tmp/x", "a shell command": "HEAD;rm -rf x", "a ref": "HEAD~1"}
+FORGED = {
+    "an option": "--upload-pack=touch /tmp/x",
+    "a shell command": "HEAD;rm -rf x",
+    "a ref": "HEAD~1",
+    "hex and a newline": f"{7:040x}\n",  # `$` matches before a final newline: the shape is matched whole
+}
 
 
 @pytest.mark.parametrize("forged", FORGED.values(), ids=FORGED)

@@ -248,3 +248,15 @@ def test_a_sweep_is_compared_only_with_the_same_sweep():
     assert "sweep" in comparability(single, sweep)
     other = dataclasses.replace(single, config={**single.config, "sweep": {"batch_size": ["1"]}})
     assert "sweep" in comparability(sweep, other)
+
+
+@pytest.mark.parametrize("name", ["latency_ms[dtype=float32\n]", "latency_ms[dtype=float32]\n", "latency_ms[k\n=v]"])
+def test_a_point_name_with_a_final_newline_is_not_a_point(name: str) -> None:
+    """Each shape is matched whole (``fullmatch``): ``$`` alone also matches before a final newline."""
+    assert split_point(name) is None
+
+
+@pytest.mark.parametrize(("key", "value"), [("dtype", "float32\n"), ("dtype\n", "float32")])
+def test_a_point_key_or_value_with_a_final_newline_is_refused(key: str, value: str) -> None:
+    with pytest.raises(ValueError, match="point"):
+        point_label({key: value})

@@ -39,8 +39,8 @@ PULL_TIMEOUT_S = 3600.0
 INSPECT_TIMEOUT_S = 120.0
 CONTAINER_OUT = "/gatekeeper-out"
 CONTAINER_WORK = "/work"
-_REPOSITORY = re.compile(r"^[a-z0-9]+([._/:-][a-z0-9]+)*$")  # registry host[:port]/path, lower case
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+REPOSITORY = re.compile(r"^[a-z0-9]+([._/:-][a-z0-9]+)*$")  # registry host[:port]/path, lower case
+TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _GPU_FLAGS = {
     "rocm": (
         "--device=/dev/kfd",
@@ -76,7 +76,7 @@ class ImageProvider:
             raise InputError(
                 None, "--image", "--provider image needs the image repository", "e.g. --image rocm/pytorch"
             )
-        if not _REPOSITORY.match(image):
+        if not REPOSITORY.fullmatch(image):
             raise InputError(None, "--image", f"{image!r} is not an image repository", "e.g. --image rocm/pytorch")
         if engine is not None and engine not in ENGINES:
             raise InputError(None, "--engine", f"{engine!r} is not a container engine", "use docker or podman")
@@ -134,7 +134,7 @@ class ImageProvider:
             repo, _, tag = given.rpartition(":")
             if repo != self.image:
                 raise InputError(None, option, f"{given!r} is not a tag of --image {self.image}", "give the tag only")
-        if not _TAG.match(tag):
+        if not TAG.fullmatch(tag):
             raise InputError(None, option, f"{tag!r} is not an image tag", "e.g. rocm6.2-20250301")
         return tag
 
@@ -145,7 +145,7 @@ class ImageProvider:
             text = files.read_text(self.tags_file, what="tags file", max_bytes=1 << 20)
             tags = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
             for n, tag in enumerate(tags, 1):
-                if not _TAG.match(tag):
+                if not TAG.fullmatch(tag):
                     raise InputError(self.tags_file, str(n), f"{tag!r} is not an image tag", "one tag per line")
             return tags[:MAX_TAGS]
         engine = self.engine or self._engine()
@@ -157,7 +157,7 @@ class ImageProvider:
                 f"{engine} image ls {self.image} failed: {_last_line(res.stderr)}",
                 "pull the tags first, or list them in --tags-file",
             )
-        local = {t.strip() for t in res.stdout.splitlines() if _TAG.match(t.strip())}
+        local = {t.strip() for t in res.stdout.splitlines() if TAG.fullmatch(t.strip())}
         return sorted(local, key=version_key)[:MAX_TAGS]
 
     def candidates(self, good: str, bad: str) -> list[Candidate]:

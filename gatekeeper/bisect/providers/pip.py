@@ -73,7 +73,7 @@ class PipProvider:
     ) -> None:
         if not package:
             raise InputError(None, "--package", "--provider pip needs the package to bisect", "e.g. --package torch")
-        if not _NAME.match(package):
+        if not _NAME.fullmatch(package):
             raise InputError(None, "--package", f"{package!r} is not a package name", "e.g. --package torch")
         if bool(index_url) == bool(find_links):
             raise InputError(
