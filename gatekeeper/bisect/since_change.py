@@ -58,6 +58,7 @@ class ChangePlan:
     metric: str | None = None
     channel: str | None = None
     identity: Mapping[str, Any] | None = field(default=None)
+    skipped: tuple[str, ...] = ()  # the store's records that could not be read (for warnings)
 
 
 def plan_since_change(
@@ -75,17 +76,23 @@ def plan_since_change(
     done, set_aside = _read_done(state)
     store = sql_store(history)
     rows = store.series(channel=channel, summaries=True)
+    left_out = tuple(store.skipped)
+
+    def nothing(reason: str) -> ChangePlan:
+        return ChangePlan(Plan(None, reason=reason), skipped=left_out)
+
     changes = [c for c in find_changes(rows, metric=metric, marks=store.anchors()) if not c.confirmed]
     which = "".join(x for x in (metric and f" of {metric}", channel and f" on the {channel} channel") if x)
     if not changes:
-        return ChangePlan(Plan(None, reason=f"no unconfirmed change point{which} in {len(rows)} recorded runs: "
-                                            f"nothing to bisect{set_aside}"))  # fmt: skip
+        return nothing(f"no unconfirmed change point{which} in {len(rows)} recorded runs: nothing to bisect{set_aside}")
     # newest first; at one run, the largest move first (one step moves several metrics: it is bisected once)
     newest = sorted(changes, key=lambda c: (str(c.first.recorded_at), abs(c.point.change)), reverse=True)
     fresh = [c for c in newest if not any(_same(d, c) for d in done)]
     if not fresh:
-        return ChangePlan(Plan(None, reason=f"every unconfirmed change point{which} ({len(changes)}) was already "
-                                            f"bisected (recorded in {state}){set_aside}"))  # fmt: skip
+        return nothing(
+            f"every unconfirmed change point{which} ({len(changes)}) was already bisected (recorded in {state})"
+            f"{set_aside}"
+        )
     passed_over: list[str] = []
     ranges = {(d.get("provider"), d.get("good"), d.get("bad")) for d in done}
     for change in fresh:
@@ -101,15 +108,18 @@ def plan_since_change(
         key_channel = change.key.get("channel")
         return ChangePlan(
             plan,
+            skipped=left_out,
             stage=change.stage,
             metric=change.metric.split("[", 1)[0],
             channel=key_channel if key_channel in ("stable", "nightly") else None,
             identity={**_identity(change), "provider": found.provider, "good": found.good, "bad": found.bad},
         )
     if not passed_over:
-        return ChangePlan(Plan(None, reason=f"every unconfirmed change point{which} ({len(changes)}) lies in a range "
-                                            f"already bisected (recorded in {state}){set_aside}"))  # fmt: skip
-    return ChangePlan(Plan(None, reason="; ".join(passed_over) + set_aside))
+        return nothing(
+            f"every unconfirmed change point{which} ({len(changes)}) lies in a range already bisected (recorded in "
+            f"{state}){set_aside}"
+        )
+    return nothing("; ".join(passed_over) + set_aside)
 
 
 def record_bisected(state: Path, identity: Mapping[str, Any]) -> None:

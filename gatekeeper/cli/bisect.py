@@ -171,6 +171,8 @@ def _since_change(args: argparse.Namespace, rest: list[str]) -> int:
         state=state, history=args.history, metric=args.metric, channel=args.channel, index_url=args.index_url
     )
     plan = found.plan
+    for line in found.skipped:  # a stored record that does not read is said, as history changes says it
+        print(f"gatekeeper: warning: {terminal(line, newlines=False)}", file=sys.stderr)
     print(f"gatekeeper bisect: {terminal(plan.reason, newlines=False)}")
     if plan.provider is None or found.identity is None:
         return 0

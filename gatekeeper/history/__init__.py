@@ -21,6 +21,7 @@ from gatekeeper.history.baseline import (
     RunInfo,
     baseline_branch,
     comparability,
+    history_noting,
     unusable,
 )
 
@@ -32,6 +33,7 @@ __all__ = [
     "RunInfo",
     "baseline_branch",
     "comparability",
+    "history_noting",
     "open_store",
     "unusable",
 ]

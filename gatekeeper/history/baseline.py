@@ -25,6 +25,7 @@ __all__ = [
     "clock_check",
     "comparability",
     "first_comparable",
+    "history_noting",
     "read_record",
     "unusable",
 ]
@@ -86,6 +87,19 @@ class BaselineStore(Protocol):
         ...
 
     def save(self, report: StageReport, info: RunInfo) -> None: ...
+
+
+def history_noting(
+    store: BaselineStore, stage: str, notes: list[str], *, channel: str | None = None, limit: int = 50
+) -> Sequence[tuple[RunInfo, StageReport]]:
+    """``store.history``, and the records it left out (a record that does not read, one dated after this job's
+    clock: the store's ``skipped``, reset by each read) added to ``notes`` once each: a report, the version
+    matrix and advise say what they could not use rather than leaving it out unsaid."""
+    rows = store.history(stage, channel=channel, limit=limit)
+    for line in getattr(store, "skipped", ()):  # the directory store reads no records it could skip
+        if line not in notes:
+            notes.append(str(line))
+    return rows
 
 
 def baseline_branch(environ: Mapping[str, str]) -> str | None:

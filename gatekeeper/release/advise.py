@@ -233,7 +233,7 @@ def run_advise(
         store = open_store(history)
     breakers, notes = read_breakers(breaker_state)
     given = arch
-    evidence, arch = collect_evidence(store, arch, runs, breakers)
+    evidence, arch = collect_evidence(store, arch, runs, breakers, notes)
     if given is None and arch is not None:
         notes.append(f"device {arch}: that of the newest recorded run (--arch chooses another)")
     advice = advise(inputs, evidence, arch)

@@ -11,7 +11,7 @@ from typing import Any
 
 from gatekeeper.core import files
 from gatekeeper.core.errors import InputError
-from gatekeeper.history import BaselineStore
+from gatekeeper.history import BaselineStore, history_noting
 
 __all__ = ["ChannelEvidence", "collect_evidence", "read_breakers"]
 
@@ -33,12 +33,18 @@ class ChannelEvidence:
 
 
 def collect_evidence(
-    store: BaselineStore | None, arch: str | None, limit: int, breakers: Mapping[str, str]
+    store: BaselineStore | None,
+    arch: str | None,
+    limit: int,
+    breakers: Mapping[str, str],
+    notes: list[str] | None = None,
 ) -> tuple[dict[str, ChannelEvidence], str | None]:
-    """Both channels' newest ``limit`` pipelines on ``arch`` (default: the newest run's arch)."""
+    """Both channels' newest ``limit`` pipelines on ``arch`` (default: the newest run's arch); the records the
+    store left out go into ``notes``."""
     stages = ("functional_test", "performance_baseline", "verify_hip", "compatibility_check")
+    left_out: list[str] = [] if notes is None else notes
     history = {
-        (s, ch): store.history(s, channel=ch, limit=limit * 4) if store else []
+        (s, ch): history_noting(store, s, left_out, channel=ch, limit=limit * 4) if store else []
         for s in stages
         for ch in ("stable", "nightly")
     }

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import StageReport
-from gatekeeper.history import BaselineStore, RunInfo
+from gatekeeper.history import BaselineStore, RunInfo, history_noting
 from gatekeeper.release.releases import Arch, Lifecycle, MatrixFile, Release, lifecycle, version_key
 
 __all__ = [
@@ -78,11 +78,12 @@ class _Run:
     statuses: tuple[str, ...]
 
 
-def _runs(store: BaselineStore, limit: int) -> list[_Run]:
-    """One entry per recorded pipeline (its stages grouped by pipeline id, else commit and time)."""
+def _runs(store: BaselineStore, limit: int, notes: list[str]) -> list[_Run]:
+    """One entry per recorded pipeline (its stages grouped by pipeline id, else commit and time); the records the
+    store left out go into ``notes``."""
     grouped: dict[tuple[str, ...], list[tuple[RunInfo, StageReport]]] = {}
     for stage in STAGES:
-        for info, report in store.history(stage, limit=limit):
+        for info, report in history_noting(store, stage, notes, limit=limit):
             key = (
                 ("p", info.pipeline_id)
                 if info.pipeline_id
@@ -120,8 +121,8 @@ def _link(template: str | None, info: RunInfo) -> str | None:
 
 
 def build_matrix(runs_store: BaselineStore | None, spec: MatrixFile, *, today: dt.date, limit: int = 1000) -> Matrix:
-    notes = []
-    runs = _runs(runs_store, limit) if runs_store is not None else []
+    notes: list[str] = []
+    runs = _runs(runs_store, limit, notes) if runs_store is not None else []
     if runs_store is None:
         notes.append("no --history store given: the matrix shows only the releases of the matrix file")
     elif not runs:

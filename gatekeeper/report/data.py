@@ -14,7 +14,7 @@ from gatekeeper.contract.soak_series import SERIES_FILE, read_series
 from gatekeeper.contract.stage_names import STAGE_NAMES
 from gatekeeper.contract.stage_report import Environment, StageReport, read_artifacts
 from gatekeeper.contract.verdict import Verdict, read_verdict
-from gatekeeper.history import BaselineStore, RunInfo, comparability, open_store
+from gatekeeper.history import BaselineStore, RunInfo, comparability, history_noting, open_store
 
 __all__ = [
     "CategoryRow",
@@ -130,7 +130,7 @@ def collect(
     baselines = _baselines(baseline_store, reports, notes) if baseline_store is not None else {}
     runs: dict[str, tuple[Run, ...]] = {}
     if history_store is not None and environment is not None:
-        runs = _history(history_store, reports, environment, limit)
+        runs = _history(history_store, reports, environment, limit, notes)
         if baseline_store is None:  # the newest comparable earlier run is the baseline for the plots
             for stage, seq in runs.items():
                 earlier = [r for r in seq if not r.current]
@@ -162,14 +162,14 @@ def _baselines(store: BaselineStore, reports: Mapping[str, StageReport], notes: 
 
 
 def _history(
-    store: BaselineStore, reports: Mapping[str, StageReport], env: Environment, limit: int
+    store: BaselineStore, reports: Mapping[str, StageReport], env: Environment, limit: int, notes: list[str]
 ) -> dict[str, tuple[Run, ...]]:
     out: dict[str, tuple[Run, ...]] = {}
     for stage in sorted(set(TREND_STAGES) | set(reports), key=_stage_order):
         current = reports.get(stage)
         earlier: list[Run] = []
         # Ask for more than needed: runs of other devices are filtered out here.
-        for info, report in store.history(stage, channel=env.channel, limit=limit * 4):
+        for info, report in history_noting(store, stage, notes, channel=env.channel, limit=limit * 4):
             if not _same_device(report.environment, env) or _same_run(report, current):
                 continue
             earlier.append(Run(info, report))

@@ -62,7 +62,7 @@ def _lifecycle_rows(m: Matrix) -> list[tuple[str, str, str, str, str, str]]:
 
 def to_markdown(m: Matrix) -> str:
     lines = [f"# Version matrix ({m.today})", ""]
-    lines += [f"> {n}" for n in m.notes]
+    lines += [f"> {md_text(n)}" for n in m.notes]  # a left-out record is named by its recorded ref and commit
     if m.notes:
         lines.append("")
     if m.rows:
