@@ -1082,6 +1082,18 @@ EXITS: tuple[Exit, ...] = (
         gitlab=lambda project: project.project.update(only_allow_merge_if_pipeline_succeeds=False),
     ),
     Exit(
+        # a secret variable not masked: the check is named after the variable (variables[KEY])
+        "doctor-gitlab-variable-not-masked",
+        ("doctor", "gitlab", "--project", "platform/model"),
+        1,
+        "configuration_error",
+        "gatekeeper-gitlab-gate-not-enforced",
+        env=(("GATEKEEPER_GITLAB_TOKEN", "glpat-DOCTORdoctorDOCTOR1234"), ("CI_API_V4_URL", "{gitlab}/api/v4")),
+        gitlab=lambda project: setattr(
+            project, "variables", [{"key": "GATEKEEPER_GITLAB_TOKEN", "masked": False, "protected": False}]
+        ),
+    ),
+    Exit(
         "doctor-gitlab-unreachable",
         ("doctor", "gitlab", "--project", "ml/model-repo"),
         1,
