@@ -430,6 +430,44 @@ def _four_commits(work: Path) -> None:
     _git(work, "tag", "v1.0", "HEAD~3")
 
 
+def _torch_changed_store(work: Path) -> None:
+    """Twelve nightly performance_baseline runs, 5% slower from the seventh, where the nightly torch changed
+    (as evaluate --record stores them): bisect --since-change plans the torch versions between those two nights."""
+    import numpy as np
+
+    from gatekeeper.contract.stage_report import Metric
+    from gatekeeper.history import RunInfo
+    from gatekeeper.history.sqlite import SqliteStore
+    from tests.support.builders import env, report
+
+    store = SqliteStore(work / "history.db", create=True)
+    rng = np.random.default_rng(3)
+    for night in range(1, 13):
+        after = night > 6
+        level = 10.0 * (1.05 if after else 1.0)
+        samples = [list(level * np.exp(rng.normal(0, 0.01)) * np.exp(rng.normal(0, 0.01, 20))) for _ in range(10)]
+        torch = f"2.6.0.dev202611{6 + after:02d}+rocm6.2"
+        stage = report(
+            "performance_baseline",
+            metrics={"latency_ms": Metric.of(float(np.median(np.concatenate(samples))), "ms", "lower", samples)},
+            environment=env(torch_version=torch, channel="nightly"),
+        )
+        info = RunInfo("main", f"{night:040x}", str(1000 + night), "pass", f"2026-11-{night:02d}T02:00:00+00:00")
+        store.save(stage, info)
+
+
+def _control_character_in_environment(doc: dict) -> None:
+    # a device name as a forged (or corrupt) artifact carries it: an escape sequence that would recolour the log
+    doc["environment"]["device_name"] = "AMD Instinct MI300X\x1b[8m"
+
+
+def _a_directory(name: str) -> Callable[[Path], None]:
+    def setup(work: Path) -> None:
+        (work / name).mkdir(parents=True)
+
+    return setup
+
+
 def _a_file_named_artifacts(work: Path) -> None:
     (work / "artifacts").write_text("a file where the output directory should be\n")
 
@@ -519,6 +557,31 @@ EXITS: tuple[Exit, ...] = (
         "configuration_error",
         "gatekeeper-input-error",
         _newer_store,
+    ),
+    Exit(
+        # `when: pipeline:` names the kind of pipeline (tag, merge_request, schedule, branch, local): a misspelt
+        # kind is refused when the gates are read, never a gate that silently never applies
+        "evaluate-gates-when-pipeline-misspelt",
+        ("evaluate", "--artifacts", "artifacts", "--gates", "gates.yaml", "--out", "out"),
+        2,
+        "configuration_error",
+        "gatekeeper-configuration",
+        _both(
+            _artifacts,
+            _write(
+                "gates.yaml",
+                "version: 1\ngates:\n  hygiene:\n    metric: verify_hip.hygiene_problems\n    pass: '== 0'\n"
+                "    when:\n      pipeline: merge-request\n",
+            ),
+        ),
+    ),
+    Exit(
+        "evaluate-artifact-control-character",
+        ("evaluate", "--artifacts", "artifacts", "--gates", "gates.yaml", "--out", "out"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        lambda w: _artifacts(w, mutate=_control_character_in_environment),
     ),
     Exit(
         "stage-bad-model",
@@ -896,6 +959,46 @@ EXITS: tuple[Exit, ...] = (
         "gatekeeper-bisect-range",
         _four_commits,
     ),
+    # ---------------------------------------------------------------- bisect --since-change (the nightly job)
+    Exit(
+        "bisect-since-change-without-history",
+        ("bisect", "--since-change", "cache/since-change.json", "--out", "bisect"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+    ),
+    Exit(
+        "bisect-since-change-state-is-a-directory",
+        ("bisect", "--since-change", "cache", "--history", "sqlite:history.db", "--out", "bisect"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _both(_recorded_store, _a_directory("cache")),
+    ),
+    Exit(
+        "bisect-since-change-torch-without-index-url",
+        ("bisect", "--since-change", "cache/since-change.json", "--history", "sqlite:history.db", "--out", "bisect"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _torch_changed_store,
+    ),
+    Exit(
+        "bisect-since-change-store-unreachable",
+        (
+            "bisect",
+            "--since-change",
+            "cache/since-change.json",
+            "--history",
+            "postgresql://gatekeeper@127.0.0.1:9/results",
+            "--out",
+            "bisect",
+        ),
+        2,
+        "infra_error",
+        "gatekeeper-store-unreachable",
+        env=(("PGPASSWORD", "s3cret"),),
+    ),
     # ---------------------------------------------------------------- history
     Exit(
         "history-store-spec-unknown",
@@ -957,6 +1060,53 @@ EXITS: tuple[Exit, ...] = (
         "configuration_error",
         "gatekeeper-input-error",
         _recorded_store,
+    ),
+    Exit(
+        "history-platforms-base-is-the-commit",
+        ("history", "platforms", "--history", "sqlite:history.db", "--commit", "a" * 12, "--base", "a" * 40),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _recorded_store,
+    ),
+    Exit(
+        "history-platforms-bad-min-effect",
+        ("history", "platforms", "--history", "sqlite:history.db", "--commit", "a" * 12, "--min-effect", "-2"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _recorded_store,
+    ),
+    Exit(
+        "history-alarms-store-missing",
+        ("history", "alarms", "--history", "sqlite:history.db"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+    ),
+    Exit(
+        "history-alarms-limit-too-small",
+        ("history", "alarms", "--history", "sqlite:history.db", "--limit", "1"),
+        2,
+        "configuration_error",
+        "gatekeeper-input-error",
+        _recorded_store,
+    ),
+    Exit(
+        "history-alarms-bad-format",
+        ("history", "alarms", "--history", "sqlite:history.db", "--format", "csv"),
+        2,
+        "configuration_error",
+        "gatekeeper-usage-error",
+        _recorded_store,
+    ),
+    Exit(
+        "history-alarms-gates-schema",
+        ("history", "alarms", "--history", "sqlite:history.db", "--gates", "gates.yaml"),
+        2,
+        "configuration_error",
+        "gatekeeper-configuration",
+        _both(_recorded_store, _write("gates.yaml", "version: 1\ngates:\n  latency:\n    metrc: perf.latency\n")),
     ),
     Exit(
         "history-anchor-without-reason",
