@@ -468,6 +468,13 @@ def _a_directory(name: str) -> Callable[[Path], None]:
     return setup
 
 
+def _interrupting_model(work: Path) -> None:
+    # a model module whose import interrupts the stage (SIGINT to its own process), as Ctrl-C or `timeout -s INT`
+    (work / "interrupting.py").write_text(
+        "import os\nimport signal\n\nos.kill(os.getpid(), signal.SIGINT)\n\n\ndef build():\n    return None\n"
+    )
+
+
 def _a_file_named_artifacts(work: Path) -> None:
     (work / "artifacts").write_text("a file where the output directory should be\n")
 
@@ -958,6 +965,39 @@ EXITS: tuple[Exit, ...] = (
         "configuration_error",
         "gatekeeper-bisect-range",
         _four_commits,
+    ),
+    # ---------------------------------------------------------------- interrupted (SIGINT)
+    Exit(
+        "stage-interrupted",
+        ("stage", "functional_test", "--device", "cpu", "--out", "artifacts", "--model", "interrupting:build"),
+        2,
+        "infra_error",
+        "gatekeeper-interrupted",
+        _interrupting_model,
+    ),
+    Exit(
+        # the command bisect runs interrupts bisect (SIGINT to its parent), as Ctrl-C in a terminal would
+        "bisect-interrupted",
+        (
+            "bisect",
+            "--provider",
+            "git",
+            "--good",
+            "v1.0",
+            "--bad",
+            "HEAD",
+            "--out",
+            "bisect",
+            "--no-bundle",
+            "--",
+            "sh",
+            "-c",
+            "kill -INT $PPID; sleep 5",
+        ),
+        2,
+        "infra_error",
+        "gatekeeper-interrupted",
+        _bisect_repo,
     ),
     # ---------------------------------------------------------------- bisect --since-change (the nightly job)
     Exit(
