@@ -475,6 +475,17 @@ def _interrupting_model(work: Path) -> None:
     )
 
 
+def _slower_head(work: Path) -> None:
+    """A model whose head commit waits 4 ms a forward where its base waited 2: gatekeeper ab finds the regression."""
+    steady = NOISY_MODEL.replace("self.wait = WAIT_S * _spread()", "self.wait = WAIT_S")  # no scatter
+    _git(work, "init", "-q", "-b", "main")
+    (work / "model.py").write_text(steady.format(wait=0.002))
+    _git(work, "add", "model.py")
+    _git(work, "commit", "-q", "-m", "base")
+    (work / "model.py").write_text(steady.format(wait=0.004))
+    _git(work, "commit", "-q", "-am", "the slower change")
+
+
 def _a_file_named_artifacts(work: Path) -> None:
     (work / "artifacts").write_text("a file where the output directory should be\n")
 
@@ -965,6 +976,34 @@ EXITS: tuple[Exit, ...] = (
         "configuration_error",
         "gatekeeper-bisect-range",
         _four_commits,
+    ),
+    # ---------------------------------------------------------------- ab: the head measured against its base
+    Exit(
+        "ab-regression",
+        (
+            "ab",
+            "--base",
+            "HEAD~1",
+            "--out",
+            "ab",
+            "--max-processes",
+            "6",
+            "--max-cv",
+            "0.3",
+            "--",
+            "--model",
+            "model:build",
+            "--processes",
+            "3",
+            "--iterations",
+            "20",
+            "--warmup",
+            "5",
+        ),
+        1,
+        "performance_regression",
+        "gatekeeper-performance-regression",
+        _slower_head,
     ),
     # ---------------------------------------------------------------- interrupted (SIGINT)
     Exit(
