@@ -54,12 +54,27 @@ def validate(
     )
     if not errors:
         return
-    err = jsonschema.exceptions.best_match(errors)
+    err = _telling(jsonschema.exceptions.best_match(errors))
     key_path = list(err.absolute_path)
     dotted = _dotted(key_path) or "(top level)"
     where = position(key_path) if position else dotted
     problem = _no_control(err) or (err.message if len(err.message) < 200 else err.message[:197] + "...")
     raise InputError(path, where, f"{dotted}: {problem}", f"see the {schema_id} schema")
+
+
+def _telling(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For "is not valid under any of the given schemas" (``anyOf``/``oneOf``: a value or a list of values), the
+    alternative that says what is allowed: an ``enum``'s "'merge-request' is not one of ['tag', ...]", else one
+    that is not only about the type."""
+    while err.validator in ("anyOf", "oneOf") and err.context:
+        same = [e for e in err.context if list(e.absolute_path) == list(err.absolute_path)]
+        pick = next((e for e in same if e.validator == "enum"), None) or next(
+            (e for e in same if e.validator != "type"), None
+        )
+        if pick is None:
+            break
+        err = pick
+    return err
 
 
 def control_problem(text: object, *, key: bool = False) -> str | None:

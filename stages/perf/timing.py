@@ -127,6 +127,9 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+MIN_WINDOWS = 3
+
+
 def soak(cfg: dict[str, Any]) -> dict[str, Any]:
     """Run for ``duration_s``, appending one JSON line per window to ``series_path`` as it goes.
 
@@ -140,7 +143,9 @@ def soak(cfg: dict[str, Any]) -> dict[str, Any]:
     start = time.monotonic()
     windows = 0
     with open(cfg["series_path"], "a", encoding="utf-8") as fh:
-        while time.monotonic() - start < duration:
+        # at least MIN_WINDOWS: a slope and a decay need three points, also when a slow step (a loaded runner)
+        # makes each window one step
+        while time.monotonic() - start < duration or windows < MIN_WINDOWS:
             w0, n, busy, times = time.monotonic(), 0, 0.0, []
             while time.monotonic() - w0 < window_s:
                 dt = step()

@@ -290,4 +290,9 @@ def test_a_recorded_arch_with_a_newline_forges_no_line_of_the_advice(
     assert cli.main(["advise", "--history", f"sqlite:{tmp_path / 'history.db'}", "--model-family", "llm"]) == 0
     out = capsys.readouterr().out
     assert len([line for line in out.splitlines() if line.startswith("decision:")]) == 1, out
-    assert "gfx90a\\x0adecision" in out
+    # since the third pass such a record is not believed at all: a name with a control character is corrupt
+    # input, left out of the evidence and named in a note (one line, escaped)
+    assert "device: unknown (no recorded runs)" in out
+    notes = [line for line in out.splitlines() if line.startswith("note: record run")]
+    assert notes, out
+    assert all("contains a control character" in line for line in notes)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,22 @@ def test_a_sweep_budget_skips_the_points_it_does_not_reach(tmp_path: Path) -> No
     assert "sweep budget" in m["latency_ms[input_shape=24]"]["description"]
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["point[input_shape=24]"]["status"] == "skipped"
+
+
+def test_a_soak_writes_three_windows_even_when_one_window_outlasts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slope (memory growth) and a decay need three points: on a loaded runner one window can outlast the
+    whole soak, and the soak then still writes three windows instead of ending with too few for either."""
+    from stages.perf import timing
+
+    def slow_step() -> float:
+        time.sleep(0.05)
+        return 0.05
+
+    monkeypatch.setattr(timing, "_setup", lambda cfg: (slow_step, lambda: 100.0, None))
+    monkeypatch.setattr(timing, "_warm_up", lambda step, n: (True, []))
+    series = tmp_path / "soak.jsonl"
+    out = timing.soak({"duration_s": 0.01, "batch_size": 1, "warmup": 1, "series_path": str(series)})
+    assert out["windows"] == timing.MIN_WINDOWS == 3
+    assert len(series.read_text(encoding="utf-8").splitlines()) == 3
