@@ -46,7 +46,8 @@ def _night(doc: Any) -> dict[str, Any] | None:
         return None
     torch, commit = doc.get("torch_version"), doc.get("commit")
     try:
-        torch = str(torch) if torch and Version(str(torch)) else None
+        # packaging's Version takes surrounding whitespace (a newline too): the value is used only as written
+        torch = str(torch) if torch and str(torch) == str(torch).strip() and Version(str(torch)) else None
     except InvalidVersion:
         torch = None
     commit = str(commit) if isinstance(commit, str) and COMMIT.fullmatch(commit) else None

@@ -186,8 +186,8 @@ def _commit(value: Any) -> str | None:
 
 
 def _torch(value: Any) -> str | None:
-    if not isinstance(value, str) or not value or len(value) > 64:
-        return None
+    if not isinstance(value, str) or not value or len(value) > 64 or value != value.strip():
+        return None  # packaging's Version takes surrounding whitespace, a newline included
     try:
         Version(value)
     except InvalidVersion:

@@ -319,3 +319,13 @@ def test_the_command_records_the_change_only_once_the_bisection_started(
     assert done["first_commit"] == commits[6]
     assert main(argv) == 0
     assert "already bisected" in capsys.readouterr().out
+
+
+def test_a_torch_version_is_used_only_as_written() -> None:
+    """packaging's Version reads "2.6.0\\n" as 2.6.0: the value itself would reach pip with its newline. The
+    store readers refuse such an environment first; this is the provider's own line."""
+    from gatekeeper.bisect.since_change import _torch
+
+    assert _torch("2.6.0+rocm6.2") == "2.6.0+rocm6.2"
+    for forged in ("2.6.0\n", " 2.6.0", "2.6.0;reboot", "x" * 65, None, 2.6):
+        assert _torch(forged) is None
