@@ -319,3 +319,19 @@ def test_the_command_records_the_change_only_once_the_bisection_started(
     assert done["first_commit"] == commits[6]
     assert main(argv) == 0
     assert "already bisected" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("torch", [("2.7.0", "2.6.0"), ("2.6", "2.6.0")])
+def test_a_torch_step_back_or_the_same_version_spelt_twice_is_no_pip_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], torch: tuple[str, str]
+) -> None:
+    # 2026-12-04 audit, fourth pass: one recorded run with an older (or the same, spelt otherwise) torch version
+    # made the pip provider refuse the range, exit 2 every night, and the change was never recorded as bisected
+    history, state = _store(tmp_path, torch=torch), tmp_path / "changes.json"
+    found = _plan(history, state)
+    assert found.plan.provider != "pip"
+    if torch[0] == "2.7.0":
+        assert found.plan.provider is None
+        assert "torch went back 2.7.0 -> 2.6.0" in found.plan.reason
+    else:
+        assert found.plan.provider == "git"  # the same torch: the commit changed
