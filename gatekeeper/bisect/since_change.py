@@ -211,7 +211,11 @@ def _plan(change: Any, index_url: str | None) -> Plan | str:
     if change.stage not in _stages() or not _METRIC.fullmatch(change.metric.split("[", 1)[0]):
         return "its stage or metric is no name gatekeeper judges: not bisecting it"
     old_torch, new_torch = _torch(good.environment.get("torch_version")), _torch(bad.environment.get("torch_version"))
-    if old_torch and new_torch and old_torch != new_torch:
+    if old_torch and new_torch and Version(new_torch) < Version(old_torch):
+        # the pip provider bisects upwards from an older good version: a step back has no such range (it was
+        # exit 2, "swap them", every night, and the change was never recorded as bisected)
+        return f"torch went back {old_torch} -> {new_torch}: a downgrade is not bisected over the torch versions"
+    if old_torch and new_torch and Version(old_torch) != Version(new_torch):  # "2.6" is "2.6.0": no range
         return Plan(
             "pip",
             old_torch,

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gatekeeper.machine.probes import nvidia_smi, rocm_smi
+from gatekeeper.machine.probes import integer, number, nvidia_smi, rocm_smi
 
 __all__ = [
     "DEVICES_KEY",
@@ -107,8 +107,8 @@ def visible_indices(kind: str, environ: Mapping[str, str]) -> tuple[int, ...] | 
 
 
 def _numbers(value: str | None) -> list[int] | None:
-    parts = [p.strip() for p in (value or "").split(",") if p.strip()]
-    return [int(p) for p in parts] if parts and all(p.isdigit() for p in parts) else None
+    found = [integer(p) for p in (value or "").split(",") if p.strip()]
+    return [i for i in found if i is not None] if found and None not in found else None
 
 
 def rocm_settings(
@@ -145,7 +145,8 @@ def nvidia_settings(
     rows: list[_Row] = []
     for n, gpu in enumerate(nvidia_smi.parse(text).gpus):
         cells = dict(gpu.other)
-        index = int(cells["index"]) if str(cells.get("index", "")).isdigit() else n
+        listed = integer(cells.get("index"))
+        index = n if listed is None else listed
         values: dict[str, Any] = {}
         for column, key in _NVIDIA_KEYS.items():
             raw = cells.get(column)
@@ -165,10 +166,8 @@ def from_nvidia_smi(text: str, indices: Sequence[int] | None = None) -> dict[str
 
 
 def _number(raw: str | None) -> float | None:
-    try:
-        return float((raw or "").split()[0])
-    except (ValueError, IndexError):
-        return None
+    words = (raw or "").split()
+    return number(words[0]) if words else None  # "300.00 W"; no NaN, infinity or 1e308
 
 
 def _settings(

@@ -329,3 +329,19 @@ def test_a_torch_version_is_used_only_as_written() -> None:
     assert _torch("2.6.0+rocm6.2") == "2.6.0+rocm6.2"
     for forged in ("2.6.0\n", " 2.6.0", "2.6.0;reboot", "x" * 65, None, 2.6):
         assert _torch(forged) is None
+
+
+@pytest.mark.parametrize("torch", [("2.7.0", "2.6.0"), ("2.6", "2.6.0")])
+def test_a_torch_step_back_or_the_same_version_spelt_twice_is_no_pip_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], torch: tuple[str, str]
+) -> None:
+    # 2026-12-04 audit, fourth pass: one recorded run with an older (or the same, spelt otherwise) torch version
+    # made the pip provider refuse the range, exit 2 every night, and the change was never recorded as bisected
+    history, state = _store(tmp_path, torch=torch), tmp_path / "changes.json"
+    found = _plan(history, state)
+    assert found.plan.provider != "pip"
+    if torch[0] == "2.7.0":
+        assert found.plan.provider is None
+        assert "torch went back 2.7.0 -> 2.6.0" in found.plan.reason
+    else:
+        assert found.plan.provider == "git"  # the same torch: the commit changed

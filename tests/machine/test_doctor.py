@@ -737,3 +737,33 @@ def test_a_torch_probe_answer_that_is_not_a_valid_one_is_a_failed_probe(
     assert detail.startswith("torch probe printed no valid JSON: ")
     assert why in detail
     assert torch_info is None
+
+
+HUGE = "9" * 5000  # int() refuses more than 4,300 digits (ValueError); float() of 400 nines is infinity
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("rocm-smi.txt", f"GPU[{HUGE}]\t\t: Performance Level: auto\nGPU[0]\t\t: Performance Level: auto\n"),
+        ("rocm-smi.txt", "GPU[0]\t\t: VRAM Total Memory (B): " + "9" * 400 + "\n"),
+        ("rocm-smi.txt", f'device,Card series\ncard{HUGE},MI300X\ncard0,"{"a" * 200_000}"\n'),
+        ("rocm-smi.json", json.dumps({f"card{HUGE}": {"Performance Level": "auto"}})),
+        ("rocm-smi.json", f'{{"card0": {{"Max Graphics Package Power (W)": {HUGE}}}}}'),
+        ("amd-smi.json", f'[{{"gpu": {HUGE}}}]'),
+        ("amd-smi.txt", f"GPU: {HUGE}\n    ASIC:\n        MARKET_NAME: MI300X\n"),
+        ("nvidia-smi.csv", f'name, index, memory.total [MiB]\n"{"a" * 200_000}", 0, 1\nH100, {HUGE}, 1\n'),
+        ("rocminfo.txt", f"Agent {HUGE}\n  Name:                    gfx942\n"),
+        ("kfd-topology.txt", f"/sys/class/kfd/kfd/topology/nodes/{HUGE}/properties:simd_count 304\n"),
+        ("version", f"6.{HUGE}.0-1\n"),
+    ],
+)
+def test_a_capture_with_numbers_or_cells_no_tool_prints_is_read_never_exit_70(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str
+) -> None:
+    # 2026-12-04 audit, fourth pass: each of these was an uncaught ValueError, OverflowError or csv.Error (exit 70);
+    # the probes read numbers through probes.integer/number and CSV lines through probes.csv_row
+    code = cli.main(["doctor", "--from", str(_capture(tmp_path, "cap", {}, {name: text}))])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    assert "internal error" not in captured.err

@@ -172,3 +172,24 @@ def test_differences_name_only_what_both_sides_recorded() -> None:
     assert gpu_state.describe(MI300X) == (
         "GPU performance level auto, GPU power cap 750 W, GPU compute partition SPX, GPU memory partition NPS1"
     )
+
+
+@pytest.mark.parametrize("cap", ["nan W", "inf W", "1e308 W", "9" * 400 + " W", "-1e999 W"])
+@pytest.mark.parametrize("index", ["²", "9" * 5000])
+def test_a_tool_on_the_jobs_path_that_prints_no_number_a_reader_accepts_is_no_setting(cap: str, index: str) -> None:
+    # 2026-12-04 audit, fourth pass: "²".isdigit() is true and int("²") raises, as int() does past 4,300 digits;
+    # float("nan"), float("1e999") were recorded as settings (1e308 makes the stage's own report unreadable)
+    text = (
+        _nvidia_header()
+        + "\n"
+        + "\n".join(
+            f"{i}, 00000000:{26 + n:02x}:00.0, {cap}, 1980 MHz, Enabled, Default, Enabled, Disabled"
+            for n, i in enumerate((index, "1"))
+        )
+    )
+    settings, _ = nvidia_settings(text, [0])
+    assert "gpu_power_cap_w" not in settings
+    assert settings["gpu_ecc_mode"] == "Enabled"
+    for name in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+        assert visible_indices("rocm", {name: f"0,{index}"}) is None  # a form this cannot map: every device
+    assert visible_indices("cuda", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": index}) is None

@@ -64,6 +64,9 @@ SECRET = (
 )
 
 HUGE_INT = "9" * 400  # an integer with 400 digits, as JSON text
+# the number role of a tool's raw output: every run of digits in it (an index, a size, a power cap), 2026-12-04
+# audit, fourth pass: doctor --from was exit 70 on a capture whose numbers no tool prints
+DIGITS = frozenset({"<every run of digits>"})
 NON_FINITE = "NaN"  # also Infinity, -Infinity in the fuzz profile
 NOT_A_NUMBER = "fast"
 
@@ -120,7 +123,12 @@ def _walk(node: Any, keys: frozenset[str] | set[str]) -> Iterator[tuple[Any, Any
 
 
 def _numbers(doc: Doc, roles: Roles, token: str) -> int:
-    """Every number under a number key (or the first of a list of numbers) becomes the raw JSON ``token``."""
+    """Every number under a number key (or the first of a list of numbers) becomes the raw JSON ``token``; in a
+    tool's raw output (``DIGITS`` among its number roles), every run of digits becomes the token."""
+    if isinstance(doc.data, str):
+        doc.data, n = re.subn(r"\d+", lambda _: token, doc.data) if roles.numbers >= DIGITS else (doc.data, 0)
+        doc.token = None
+        return n
     n = 0
     for parent, key in _walk(doc.data, roles.numbers):
         value = parent[key]

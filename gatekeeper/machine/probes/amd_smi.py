@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gatekeeper.machine.probes import integer
 from gatekeeper.machine.probes.rocminfo import strip_ansi
 
 __all__ = ["AmdSmi", "AmdSmiDevice", "parse"]
@@ -72,7 +73,7 @@ def _clean(value: Any) -> str | None:
 def _int(value: Any) -> int | None:
     text = _clean(value)
     m = re.match(r"^(\d+)", text or "")
-    return int(m.group(1)) if m else None
+    return integer(m.group(1)) if m else None
 
 
 class _Builder:
@@ -133,7 +134,7 @@ def _parse_text(lines: list[str], b: _Builder) -> bool:
             continue
         m = _BLOCK.match(line.strip())
         if m and not line.startswith(" "):
-            gpu = int(m.group(2)) if m.group(1) == "GPU" else None
+            gpu = integer(m.group(2)) if m.group(1) == "GPU" else None
             section = ""
             if gpu is not None:
                 b.fill(gpu)
@@ -169,7 +170,8 @@ def _parse_table(lines: list[str], b: _Builder) -> bool:
             continue
         nxt = rows[i + 1] if i + 1 < len(rows) else ""
         n = re.match(r"^\|\s*(\d+)\s", nxt)
-        index = int(n.group(1)) if n else len(b.devices)
+        found = integer(n.group(1)) if n else None
+        index = len(b.devices) if found is None else found
         b.fill(index, bdf=m.group(1).lower(), market_name=_clean(m.group(2)))
         seen = True
     return seen
@@ -209,7 +211,7 @@ def _parse_json(text: str, b: _Builder, warnings: list[str]) -> bool:
     body = text[start:]
     try:
         doc, _ = json.JSONDecoder().raw_decode(body.lstrip())
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # a JSONDecodeError, a 5,000-digit number, nesting too deep
         doc = None
     if doc is not None:
         objects = _gpu_objects(doc)
@@ -222,7 +224,9 @@ def _parse_json(text: str, b: _Builder, warnings: list[str]) -> bool:
     if len(chunks) < 3:
         return False
     for number, chunk in zip(chunks[1::2], chunks[2::2], strict=True):
-        index = int(number)
+        index = integer(number)
+        if index is None:
+            continue
         b.fill(index)
         section = ""
         for m in re.finditer(r'"([a-z_ ]+)"\s*:\s*(\{|"([^"]*)"|(-?\d+))', chunk):

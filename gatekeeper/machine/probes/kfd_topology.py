@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gatekeeper.machine.probes import integer
 from gatekeeper.machine.probes.rocminfo import strip_ansi
 
 __all__ = ["KfdNode", "KfdTopology", "gfx_name", "parse"]
@@ -49,7 +50,7 @@ class KfdNode:
 
     def _int(self, key: str) -> int | None:
         value = self.get(key)
-        return int(value) if value is not None and re.fullmatch(r"\d+", value) else None
+        return integer(value) if value is not None and re.fullmatch(r"\d+", value) else None
 
     @property
     def gfx_target_version(self) -> int | None:
@@ -133,14 +134,17 @@ def parse(text: str) -> KfdTopology:
             line = path.group("rest").strip()
         elif line.startswith(("$", "#")) or "/topology/nodes/" in line:
             named = _PATH_NODE.findall(line)
-            pending = int(named[0]) if len(named) == 1 else None
+            pending = integer(named[0]) if len(named) == 1 else None
             continue
         kv = _KV.match(line)
         if not kv:
             continue
         key, value = kv.group("key"), kv.group("value")
-        if path:
-            target = nodes.numbered(int(path.group("node")))
+        node = integer(path.group("node")) if path else None
+        if path and node is None:
+            continue  # no node a machine has
+        if node is not None:
+            target = nodes.numbered(node)
         elif in_block:
             target = nodes.nodes[-1][1]
         elif pending is not None:

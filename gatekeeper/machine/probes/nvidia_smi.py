@@ -5,9 +5,10 @@ because product names never contain commas but driver messages may."""
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass, field
+
+from gatekeeper.machine.probes import csv_row, number
 
 __all__ = ["QUERY", "NvidiaGpu", "NvidiaSmi", "parse"]
 
@@ -53,7 +54,7 @@ def _number(value: str | None) -> float | None:
     if value is None:
         return None
     m = re.match(r"^\s*(-?\d+(?:\.\d+)?)", value)
-    return float(m.group(1)) if m else None
+    return number(m.group(1)) if m else None
 
 
 def _header(cells: list[str]) -> tuple[list[str], dict[str, str]] | None:
@@ -70,7 +71,8 @@ def _header(cells: list[str]) -> tuple[list[str], dict[str, str]] | None:
 
 
 def parse(text: str) -> NvidiaSmi:
-    rows = [r for r in csv.reader(text.splitlines(), skipinitialspace=True) if any(c.strip() for c in r)]
+    lines = (csv_row(line, skipinitialspace=True) for line in text.splitlines())
+    rows = [r for r in lines if r and any(c.strip() for c in r)]  # a line csv refuses is left out
     warnings: list[str] = []
     columns: list[str] = []
     units: dict[str, str] = {}

@@ -10,12 +10,12 @@ legacy ``(c)`` keys). One text may mix them (a table, then the JSON).
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gatekeeper.machine.probes import csv_row, integer, number
 from gatekeeper.machine.probes.rocminfo import strip_ansi
 
 __all__ = ["RocmSmi", "SmiDevice", "gfx_from_smi", "merge", "parse"]
@@ -65,8 +65,8 @@ def gfx_from_smi(value: str | None) -> str | None:
         return None
     digits = m.group(1)
     split = 2 if digits[:2] in ("10", "11", "12") and len(digits) >= 4 else 1
-    major, minor, stepping = int(digits[:split]), int(digits[split]), int(digits[split + 1 :])
-    if stepping > 15:
+    major, minor, stepping = integer(digits[:split]), int(digits[split]), integer(digits[split + 1 :])
+    if major is None or stepping is None or stepping > 15:
         return None
     return f"gfx{major}{minor:x}{stepping:x}"
 
@@ -97,7 +97,7 @@ def _num(text: str | None) -> float | None:
     if text is None:
         return None
     m = re.search(_NUM, text)
-    return float(m.group(1)) if m else None
+    return number(m.group(1)) if m else None
 
 
 def _clean(value: str | None) -> str | None:
@@ -153,8 +153,9 @@ def _parse_table(lines: list[str], b: _Builder, warnings: list[str]) -> str | No
         while i < len(lines) and not lines[i].strip().startswith("="):
             row = lines[i]
             m = re.match(r"^\s*(\d+)\s+(.*)$", row)
-            if m:
-                last = int(m.group(1))
+            index = integer(m.group(1)) if m else None
+            if m and index is not None:
+                last = index
                 _table_row(last, m.group(2), b)
             elif row.strip() and last is not None and row.startswith(" "):
                 b.fill(last, name=row.strip())  # the concise layout's "Name (20 chars)" row
@@ -180,11 +181,11 @@ def _table_row(index: int, rest: str, b: _Builder) -> None:
     b.fill(
         index,
         device_id=hexes[0].lower() if hexes else None,
-        temperature_c=float(temp.group(1)) if temp else None,
-        power_w=float(powers[0].group(1)) if powers else None,
-        power_cap_w=float(powers[-1].group(1)) if len(powers) >= 2 else None,
-        vram_percent=float(pcts[-2]) if len(pcts) >= 2 else None,
-        gpu_percent=float(pcts[-1]) if pcts else None,
+        temperature_c=number(temp.group(1)) if temp else None,
+        power_w=number(powers[0].group(1)) if powers else None,
+        power_cap_w=number(powers[-1].group(1)) if len(powers) >= 2 else None,
+        vram_percent=number(pcts[-2]) if len(pcts) >= 2 else None,
+        gpu_percent=number(pcts[-1]) if pcts else None,
         partition=partition,
         perf_level=_clean(perf.group(1)) if perf else None,
         memory_partition=cells[0] if len(cells) >= 2 else None,
@@ -244,7 +245,10 @@ def _parse_sections(lines: list[str], b: _Builder) -> bool:
         if not m or ":" not in m.group(2):
             continue
         key, value = m.group(2).split(":", 1)
-        _apply_key(b, int(m.group(1)), key.strip(), value)
+        index = integer(m.group(1))
+        if index is None:
+            continue
+        _apply_key(b, index, key.strip(), value)
         seen = True
     return seen
 
@@ -260,7 +264,7 @@ def _json_objects(text: str) -> list[tuple[dict[str, Any] | None, str]]:
             return out
         try:
             obj, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # a JSONDecodeError, a 5,000-digit number, nesting too deep
             if re.match(r'\{\s*"card\d+"|\{\s*"system"', text[start:]):
                 out.append((None, text[start:]))
                 return out
@@ -289,8 +293,10 @@ def _parse_json(text: str, b: _Builder, warnings: list[str]) -> tuple[bool, str 
             card = re.match(r"^card(\d+)$", key)
             if not card or not isinstance(value, dict):
                 continue
+            index = integer(card.group(1))
+            if index is None:
+                continue
             seen = True
-            index = int(card.group(1))
             b.get(index)
             for k, v in value.items():
                 _apply_key(b, index, k, str(v))
@@ -305,7 +311,7 @@ def _parse_csv(lines: list[str], b: _Builder) -> tuple[bool, str | None]:
     for line in lines:
         stripped = line.strip()
         if stripped.lower().startswith("device,"):
-            header = next(csv.reader([stripped]))
+            header = csv_row(stripped)
             continue
         if header is None:
             continue
@@ -313,13 +319,17 @@ def _parse_csv(lines: list[str], b: _Builder) -> tuple[bool, str | None]:
         if not m:
             header = None  # the table is over
             continue
-        row = next(csv.reader([stripped]))
+        row = csv_row(stripped)
+        if row is None:
+            continue
         seen = True
         values = dict(zip(header[1:], row[1:], strict=False))
         if m.group(1) == "system":
             driver = _clean(values.get("Driver version")) or driver
             continue
-        index = int(m.group(1))
+        index = integer(m.group(1))
+        if index is None:
+            continue
         b.get(index)
         for key, value in values.items():
             _apply_key(b, index, key.strip(), value)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gatekeeper.machine.probes import integer
+
 __all__ = ["GpuAgent", "RocmInfo", "parse", "strip_ansi"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -92,7 +94,7 @@ def _int_of(value: str | None) -> int | None:
     if value is None:
         return None
     m = re.match(r"^(\d+)", value)
-    return int(m.group(1)) if m else None
+    return integer(m.group(1)) if m else None
 
 
 def _chip_id(value: str | None) -> str | None:
@@ -132,7 +134,7 @@ def parse(text: str) -> RocmInfo:
             continue
         m = _AGENT.match(line)
         if m:
-            current = _Agent(int(m.group(1)))
+            current = _Agent(integer(m.group(1)) or 0)
             agents.append(current)
             continue
         kv = _KEY_VALUE.match(line.rstrip())

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gatekeeper.machine.probes import integer
+
 __all__ = [
     "LIBRARIES",
     "RocmVersion",
@@ -44,7 +46,7 @@ class RocmVersion:
 
 
 def _split(version: str) -> tuple[int | None, int | None, int | None]:
-    nums: list[int | None] = [int(x) for x in re.findall(r"\d+", version.split("-", maxsplit=1)[0])[:3]]
+    nums: list[int | None] = [integer(x) for x in re.findall(r"\d+", version.split("-", maxsplit=1)[0])[:3]]
     nums += [None] * (3 - len(nums))
     return nums[0], nums[1], nums[2]
 
