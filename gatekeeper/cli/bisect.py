@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from gatekeeper.cli.terminal import write_controls
+from gatekeeper.cli.terminal import warnings, write_controls
 from gatekeeper.core.errors import InputError
 from gatekeeper.core.escape import terminal
 
@@ -171,8 +171,7 @@ def _since_change(args: argparse.Namespace, rest: list[str]) -> int:
         state=state, history=args.history, metric=args.metric, channel=args.channel, index_url=args.index_url
     )
     plan = found.plan
-    for line in found.skipped:  # a stored record that does not read is said, as history changes says it
-        print(f"gatekeeper: warning: {terminal(line, newlines=False)}", file=sys.stderr)
+    warnings(found.skipped)  # a stored record that does not read is said, as history changes says it
     print(f"gatekeeper bisect: {terminal(plan.reason, newlines=False)}")
     if plan.provider is None or found.identity is None:
         return 0

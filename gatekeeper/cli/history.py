@@ -9,10 +9,9 @@ whether the metrics moved between two commits on every platform recorded (the co
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
+from gatekeeper.cli import terminal
 from gatekeeper.core.exitcodes import ExitCode
 
 __all__ = ["add_parser"]
@@ -24,17 +23,9 @@ def _changes(args: argparse.Namespace) -> int:
     text, skipped = changes_report(
         history=args.history, metric=args.metric, channel=args.channel, since=args.since, fmt=args.format
     )
-    _warn(skipped)
+    terminal.warnings(skipped)
     print(text, end="")
     return ExitCode.PASS
-
-
-def _warn(lines: Sequence[str]) -> None:
-    """One warning a line: a skipped record is named by its recorded ref and commit, which may hold a newline."""
-    from gatekeeper.core.escape import terminal
-
-    for line in lines:
-        print(f"gatekeeper: warning: {terminal(line, newlines=False)}", file=sys.stderr)
 
 
 def _platforms(args: argparse.Namespace) -> int:
@@ -49,7 +40,7 @@ def _platforms(args: argparse.Namespace) -> int:
         min_effect=args.min_effect,
         fmt=args.format,
     )
-    _warn(skipped)
+    terminal.warnings(skipped)
     print(text, end="")
     return ExitCode.PASS
 
@@ -60,7 +51,7 @@ def _alarms(args: argparse.Namespace) -> int:
     text, skipped = alarms_report(
         history=args.history, gates_path=args.gates, channel=args.channel, limit=args.limit, fmt=args.format
     )
-    _warn(skipped)
+    terminal.warnings(skipped)
     print(text, end="")
     return ExitCode.PASS
 
@@ -79,7 +70,7 @@ def _export(args: argparse.Namespace) -> int:
     from gatekeeper.history.transfer import export_records, store_name
 
     done = export_records(args.history, args.out)
-    _warn(done.skipped)
+    terminal.warnings(done.skipped)
     what = f"{done.records} records and {done.anchors} anchors of {store_name(args.history)}"
     print(f"gatekeeper: wrote {what} to {args.out}")
     return ExitCode.PASS
@@ -89,7 +80,7 @@ def _import(args: argparse.Namespace) -> int:
     from gatekeeper.history.transfer import import_records, store_name
 
     done = import_records(args.source, args.into)
-    _warn(done.skipped)
+    terminal.warnings(done.skipped)
     print(f"gatekeeper: imported {done.records} records and {done.anchors} anchors into {store_name(args.into)}")
     return ExitCode.PASS
 

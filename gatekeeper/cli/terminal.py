@@ -21,7 +21,7 @@ import json
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gatekeeper.core.escape import terminal
@@ -30,7 +30,7 @@ from gatekeeper.core.redact import RedactingStream
 if TYPE_CHECKING:
     from gatekeeper.contract.verdict import GateResult, Verdict
 
-__all__ = ["Guarded", "err", "out", "out_json", "out_json_text", "show_banner", "verdict_table"]
+__all__ = ["Guarded", "err", "out", "out_json", "out_json_text", "show_banner", "verdict_table", "warnings"]
 
 
 class Guarded:
@@ -72,6 +72,13 @@ def out(text: str = "", *, end: str = "\n") -> None:
 def err(text: str, *, end: str = "\n") -> None:
     """A line (or several) on stderr: warnings, progress beside machine output, errors."""
     _write(sys.stderr, text, end)
+
+
+def warnings(lines: Iterable[object]) -> None:
+    """One ``gatekeeper: warning:`` line on stderr each, every value escaped on its own line (a skipped record is
+    named by its recorded ref and commit, which may hold a newline)."""
+    for line in lines:
+        err(f"gatekeeper: warning: {terminal(str(line), newlines=False)}")
 
 
 def out_json(obj: Any, *, indent: int | None = 2) -> None:
